@@ -1,0 +1,104 @@
+"""Tasks behind the gymnasium API, registered as ``vla_recover/<Name>-v0``, with scripted experts.
+
+>>> import gymnasium as gym, vla_recover.envs
+>>> env = gym.make("vla_recover/LiftCube-v0", config={"cameras": ["front"]})
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+# Headless offscreen rendering by default; EGL needs a GPU device node that containers often lack.
+os.environ.setdefault("MUJOCO_GL", "osmesa")
+os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+
+import gymnasium as gym
+from vla_recover.envs.config import TaskConfig
+from vla_recover.envs.expert import ExpertConfig
+from vla_recover.envs.robosuite.config import (
+    RobosuiteLiftConfig,
+    RobosuiteNutAssemblySquareConfig,
+    RobosuitePickPlaceCanConfig,
+)
+from vla_recover.envs.tasks.lift import LiftCubeConfig
+from vla_recover.envs.tasks.peg_insert import PegInsertConfig
+from vla_recover.envs.tasks.pick_place import PickPlaceBinConfig
+
+from vla_recover.config import load_yaml, validate_config
+from vla_recover.registry import Registry, UnknownNameError
+
+__all__ = ["EXPERTS", "TASKS", "gym_id", "load_task_config", "make_expert", "make_task", "resolve_task_name"]
+
+TASKS: Registry[TaskConfig] = Registry("task")
+EXPERTS: Registry[ExpertConfig] = Registry("scripted expert")
+
+_NAMESPACE = "vla_recover"
+_BUILTIN: list[tuple[str, type[TaskConfig], str, str, str]] = [
+    ("LiftCube", LiftCubeConfig, "tasks.lift:LiftCubeEnv", "tasks.lift:LiftCubeExpert",
+     "simple: grasp a cube and lift it"),
+    ("PickPlaceBin", PickPlaceBinConfig, "tasks.pick_place:PickPlaceBinEnv", "tasks.pick_place:PickPlaceBinExpert",
+     "long-horizon: put the cube the instruction names into a bin"),
+    ("PegInsert", PegInsertConfig, "tasks.peg_insert:PegInsertEnv", "tasks.peg_insert:PegInsertExpert",
+     "contact-rich: insert a square peg into a hole, 2 mm clearance"),
+    ("RobosuiteLift", RobosuiteLiftConfig, "robosuite.env:RobosuiteLiftEnv", "robosuite.experts:LiftExpert",
+     "robosuite Lift (Panda, OSC_POSE); robosuite extra"),
+    ("RobosuitePickPlaceCan", RobosuitePickPlaceCanConfig, "robosuite.env:RobosuitePickPlaceCanEnv",
+     "robosuite.experts:PickPlaceCanExpert", "robosuite PickPlaceCan (Panda); robosuite extra"),
+    ("RobosuiteNutAssemblySquare", RobosuiteNutAssemblySquareConfig, "robosuite.env:RobosuiteNutAssemblySquareEnv",
+     "robosuite.experts:NutAssemblySquareExpert", "robosuite NutAssemblySquare (Panda); robosuite extra"),
+]  # fmt: skip
+
+
+def gym_id(name: str) -> str:
+    return f"{_NAMESPACE}/{name}-v0"
+
+
+def resolve_task_name(task: str) -> str:
+    """Accept ``LiftCube`` or ``vla_recover/LiftCube-v0``; raise listing the valid ids otherwise."""
+    name = task
+    if task.startswith(f"{_NAMESPACE}/") and task.endswith("-v0"):
+        name = task[len(_NAMESPACE) + 1 : -3]
+    if name not in TASKS:
+        valid = ", ".join(gym_id(n) for n in TASKS.names())
+        raise UnknownNameError(f"unknown task {task!r}; valid task ids: {valid}")
+    return name
+
+
+def load_task_config(task: str, config: Any = None) -> TaskConfig:
+    """Validate ``config`` (a dict, a config object, a YAML path or None) against the task's config class."""
+    entry = TASKS.get(resolve_task_name(task))
+    source = f"task {entry.name}"
+    if isinstance(config, str | os.PathLike):
+        source, config = str(config), load_yaml(os.fspath(config))
+    return validate_config(entry.config_cls, config, source=source)
+
+
+def make_task(task: str, config: Any = None, render_mode: str | None = None) -> gym.Env[Any, Any]:
+    """Build a task by name or gym id with a validated config."""
+    name = resolve_task_name(task)
+    return gym.make(gym_id(name), config=load_task_config(name, config), render_mode=render_mode)
+
+
+def make_expert(
+    task: str,
+    env: gym.Env[Any, Any],
+    config: ExpertConfig | dict[str, Any] | None = None,
+    seed: int | None = None,
+) -> Any:
+    """The task's scripted expert bound to ``env``; call it to get the next action."""
+    expert_cls = EXPERTS.get(resolve_task_name(task)).load()
+    return expert_cls(env, validate_config(ExpertConfig, config, source="expert"), seed=seed)
+
+
+def _register_builtin() -> None:
+    for name, config_cls, env_target, expert_target, summary in _BUILTIN:
+        TASKS.register(name, config_cls, f"{__name__}.{env_target}", summary)
+        EXPERTS.register(name, ExpertConfig, f"{__name__}.{expert_target}", summary)
+        if gym_id(name) not in gym.registry:
+            # No gymnasium TimeLimit: each task truncates at its own configured horizon, which survives
+            # get_state/set_state where a wrapper's step counter would not.
+            gym.register(id=gym_id(name), entry_point=f"{__name__}.{env_target}", disable_env_checker=True)
+
+
+_register_builtin()

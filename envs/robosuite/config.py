@@ -1,0 +1,35 @@
+"""Configs of the robosuite adapters. Importing this module does not import robosuite."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from vla_recover.envs.config import TaskConfig
+
+__all__ = [
+    "RobosuiteConfig",
+    "RobosuiteLiftConfig",
+    "RobosuiteNutAssemblySquareConfig",
+    "RobosuitePickPlaceCanConfig",
+]
+
+
+class RobosuiteConfig(TaskConfig):
+    """Fields shared by the robosuite adapters. Camera names map to robosuite's: front → agentview,
+    side → sideview, wrist → robot0_eye_in_hand."""
+
+    robot: Literal["Panda"] = "Panda"
+    control_freq: int = Field(20, ge=5, le=100)
+
+
+class RobosuiteLiftConfig(RobosuiteConfig):
+    horizon: int = Field(200, ge=1, le=100_000)
+
+
+class RobosuitePickPlaceCanConfig(RobosuiteConfig):
+    horizon: int = Field(400, ge=1, le=100_000)
+
+
+class RobosuiteNutAssemblySquareConfig(RobosuiteConfig):
+    horizon: int = Field(400, ge=1, le=100_000)

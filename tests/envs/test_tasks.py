@@ -1,0 +1,192 @@
+"""Contract tests, parametrised over every MJCF task."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from vla_recover.envs import TASKS, gym_id, make_expert, make_task
+from vla_recover.envs.config import MujocoTaskConfig
+
+from tests.envs.helpers import run_expert
+from vla_recover.config import ConfigError
+from vla_recover.registry import UnknownNameError
+
+MJCF_TASKS = [e.name for e in TASKS if issubclass(e.config_cls, MujocoTaskConfig)]
+INFO_KEYS = {"phase", "phase_index", "progress", "is_success", "failure", "failures", "instruction", "step"}
+
+
+def test_at_least_three_mjcf_tasks_registered_in_gymnasium() -> None:
+    assert len(MJCF_TASKS) >= 3
+    for name in MJCF_TASKS:
+        assert gym_id(name) in gym.registry
+
+
+@pytest.mark.parametrize("task", MJCF_TASKS)
+def test_reset_and_step_follow_the_gymnasium_api(task: str) -> None:
+    env = gym.make(gym_id(task))
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    assert info.keys() >= INFO_KEYS
+    assert info["instruction"] and 0.0 <= info["progress"] <= 1.0
+    obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+    assert env.observation_space.contains(obs)
+    assert isinstance(reward, float) and isinstance(terminated, bool) and isinstance(truncated, bool)
+    assert info["phase"] == type(env.unwrapped).PHASES[info["phase_index"]]
+    assert len(env.unwrapped.state_labels) == obs["state"].shape[0]
+
+
+@pytest.mark.parametrize("task", MJCF_TASKS)
+def test_deterministic_under_seed(task: str) -> None:
+    actions = np.random.default_rng(1).uniform(-1, 1, size=(15, 5))
+    config = {"failures": [{"kind": "actuator_noise", "at_step": 3}]}  # uses the env's generator too
+
+    def rollout(seed: int) -> np.ndarray:
+        env = make_task(task, config)
+        states = [env.reset(seed=seed)[0]["state"]]
+        states += [env.step(a)[0]["state"] for a in actions]
+        return np.stack(states)
+
+    assert np.array_equal(rollout(7), rollout(7))
+    assert not np.array_equal(rollout(7), rollout(8))
+
+
+@pytest.mark.parametrize("task", MJCF_TASKS)
+def test_restore_replays_bit_for_bit(task: str) -> None:
+    env = make_task(task, {"failures": [{"kind": "actuator_noise", "at_step": 8, "duration": 10}]})
+    env.reset(seed=3)
+    expert = make_expert(task, env, seed=3)
+    for _ in range(10):
+        env.step(expert())
+    saved = env.unwrapped.get_state()
+    actions = [np.asarray(expert()) for _ in range(12)]
+    first = []
+    for a in actions:
+        obs, _, _, _, info = env.step(a)
+        first.append((obs["state"], info["progress"], info["phase"]))
+    # wander off, then come back
+    for _ in range(5):
+        env.step(env.action_space.sample())
+    obs, info = env.unwrapped.set_state(saved)
+    assert info["step"] == 10
+    for a, (state, progress, phase) in zip(actions, first, strict=True):
+        obs, _, _, _, info = env.step(a)
+        assert np.array_equal(obs["state"], state)
+        assert info["progress"] == progress and info["phase"] == phase
+
+
+@pytest.fixture(scope="module", params=MJCF_TASKS)
+def expert_traces(request: pytest.FixtureRequest) -> tuple[str, list]:
+    task = request.param
+    env = make_task(task)
+    return task, [run_expert(task, seed, env=env) for seed in range(100)]
+
+
+def test_expert_succeeds_on_95_of_100_seeds(expert_traces: tuple[str, list]) -> None:
+    task, traces = expert_traces
+    rate = np.mean([t.success for t in traces])
+    assert rate >= 0.95, f"{task}: expert success {rate:.2f}"
+
+
+def test_phases_advance_in_order_and_progress_is_monotone(expert_traces: tuple[str, list]) -> None:
+    task, traces = expert_traces
+    for seed, trace in enumerate(traces):
+        if not trace.success:
+            continue
+        assert np.all(np.diff(trace.phases) >= 0), f"{task} seed {seed}: phases {trace.phases}"
+        # tolerance: contact jitter moves objects by fractions of a millimetre
+        assert np.min(np.diff(trace.progress)) >= -0.01, f"{task} seed {seed}: progress {trace.progress}"
+        assert trace.progress[-1] == 1.0
+        assert trace.phases[-1] == len(TASKS.get(task).load().PHASES) - 1
+        assert trace.progress[0] < 0.1
+
+
+@pytest.mark.parametrize("task", MJCF_TASKS)
+def test_instructions_are_paraphrased_by_seed(task: str) -> None:
+    env = make_task(task)
+    instructions = {env.reset(seed=s)[1]["instruction"] for s in range(20)}
+    assert len(instructions) >= 3
+
+
+def test_pick_place_instruction_names_the_target() -> None:
+    env = make_task("PickPlaceBin")
+    for seed in range(10):
+        _, info = env.reset(seed=seed)
+        color = env.unwrapped._task["object"].removesuffix("_cube")
+        assert color in info["instruction"]
+
+
+# Where each failure is injected so that it meets the object in a state it can disturb.
+FAILURE_PHASE = {"slip": "lift", "early_release": "lift", "actuator_noise": "lift", "push": "reach",
+                 "pose_shift": "reach"}  # fmt: skip
+FAILURE_DELAY = {"push": [5, 7], "pose_shift": [5, 7]}
+
+
+@pytest.mark.parametrize("kind", sorted(FAILURE_PHASE))
+@pytest.mark.parametrize("task", MJCF_TASKS)
+def test_every_failure_kind_creates_a_failure_or_recovery_situation(task: str, kind: str) -> None:
+    """Against the clean episode of the same seed: the episode fails, takes longer, or loses progress."""
+    spec = {"kind": kind, "phase": FAILURE_PHASE[kind], "delay": FAILURE_DELAY.get(kind, [0, 1])}
+    disturbed = 0
+    seeds = range(8)
+    for seed in seeds:
+        clean = run_expert(task, seed)
+        hit = run_expert(task, seed, {"failures": [spec], "horizon": 300})
+        assert len(hit.failure_steps) == 1
+        step = hit.failure_steps[0]
+        recorded = hit.info["failures"]
+        assert [f["kind"] for f in recorded] == [kind] and recorded[0]["step"] == step
+        drop = max(hit.progress[: step + 1]) - min(hit.progress[step + 1 : step + 21])
+        disturbed += (not hit.success) or hit.length >= clean.length + 3 or drop >= 0.05
+    assert disturbed >= 0.75 * len(seeds), f"{task}/{kind}: only {disturbed}/{len(seeds)} episodes disturbed"
+
+
+def test_bad_task_id_lists_valid_choices() -> None:
+    with pytest.raises(UnknownNameError, match=r"valid task ids: .*vla_recover/LiftCube-v0"):
+        make_task("vla_recover/Lfit-v0")
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"horizon": 0}, "horizon"),
+        ({"cameras": ["top"]}, "cameras.0"),
+        ({"failures": [{"kind": "explode"}]}, "failures.0.kind"),
+        ({"failures": [{"kind": "slip", "delay": [3, 1]}]}, "failures.0.delay"),
+        ({"lift_hieght": 0.1}, "lift_hieght"),
+    ],
+)
+def test_bad_config_values_name_the_field(config: dict, field: str) -> None:
+    with pytest.raises(ConfigError) as excinfo:
+        make_task("LiftCube", config)
+    assert f"field {field!r}" in str(excinfo.value)
+
+
+def test_bad_failure_kind_lists_the_valid_kinds() -> None:
+    with pytest.raises(ConfigError, match="early_release"):
+        make_task("LiftCube", {"failures": [{"kind": "explode"}]})
+
+
+def test_bad_failure_phase_lists_the_task_phases() -> None:
+    with pytest.raises(ValueError, match="valid phases for this task: reach, grasp, lift"):
+        make_task("LiftCube", {"failures": [{"kind": "slip", "phase": "carry"}]})
+
+
+def test_bad_actions_are_rejected_with_the_reason() -> None:
+    env = make_task("LiftCube")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="shape"):
+        env.step(np.zeros(3))
+    with pytest.raises(ValueError, match="NaN"):
+        env.step(np.array([0, 0, np.nan, 0, 0]))
+
+
+@pytest.mark.parametrize("task", MJCF_TASKS)
+def test_camera_images_are_rendered_when_enabled(task: str) -> None:
+    env = make_task(task, {"cameras": ["front", "wrist"], "image_size": 64})
+    obs, _ = env.reset(seed=0)
+    for cam in ("front", "wrist"):
+        image = obs[f"images.{cam}"]
+        assert image.shape == (64, 64, 3) and image.dtype == np.uint8
+        assert image.std() > 5.0  # a scene, not a blank frame
+    assert env.observation_space.contains(obs)

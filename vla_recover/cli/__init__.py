@@ -1,0 +1,1 @@
+"""The `vla-recover` command line."""

@@ -1,0 +1,22 @@
+"""`vla-recover`: one entry point, one module per group of commands."""
+
+from __future__ import annotations
+
+import typer
+
+from vla_recover.cli import collect, tasks
+
+app = typer.Typer(
+    name="vla-recover",
+    help="Close the post-training loop for robot manipulation policies.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("tasks")(tasks.list_tasks)
+app.command("render")(tasks.render)
+app.command("collect")(collect.collect)
+
+
+if __name__ == "__main__":
+    app()
