@@ -4,16 +4,18 @@ import json
 from pathlib import Path
 
 import imageio.v3 as iio
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from vla_recover.cli.main import app
+from vla_recover.data import ACTORS, EpisodeStore
 
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("command", [[], ["tasks"], ["render"], ["collect"]])
+@pytest.mark.parametrize(
+    "command", [[], ["tasks"], ["render"], ["collect"], ["store"], ["store", "info"], ["store", "check"]]
+)
 def test_every_command_has_help(command: list[str]) -> None:
     result = runner.invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output
@@ -27,23 +29,43 @@ def test_tasks_lists_every_registered_id() -> None:
         assert f"vla_recover/{name}-v0" in result.output
 
 
-def test_collect_writes_episodes_and_a_summary(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["collect", "--task", "LiftCube", "--episodes", "3", "--out", str(tmp_path)])
+def test_collect_records_scripted_episodes_into_a_store(tmp_path: Path) -> None:
+    store = tmp_path / "demos"
+    args = ["collect", "--task", "LiftCube", "--episodes", "4", "--out", str(store), "--workers", "2", "--seed", "5"]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["episodes"] == 3 and summary["success_rate"] == 1.0
-    episode = np.load(tmp_path / "episode_000000.npz")
-    assert episode["action"].shape[1] == 5
-    assert episode["obs.state"].shape[0] == episode["action"].shape[0] + 1
-    assert episode["progress"][-1] == 1.0
+    summary = json.loads(result.output.strip().splitlines()[-1])
+    assert summary["episodes"] == 4 and summary["success_rate"] == 1.0
+    with EpisodeStore(store) as reader:
+        rows = reader.episodes()
+        assert sorted(r.info["seed"] for r in rows) == [5, 6, 7, 8]
+        episode = reader.episode(rows[0].id)
+        assert episode["action"].shape[1] == 5 and episode["obs.state"].shape[0] == episode["action"].shape[0]
+        assert set(episode["actor"]) == {ACTORS.index("scripted")}
+        assert rows[0].phases == ("reach", "grasp", "lift") and episode["phase"][-1] == 2
+    result = runner.invoke(app, ["store", "check", str(store)])
+    assert result.exit_code == 0 and "ok" in result.output
+    result = runner.invoke(app, ["store", "info", str(store), "--json"])
+    assert json.loads(result.output)["actor_steps"] == {"scripted": summary["steps"]}
 
 
 def test_collect_from_a_yaml_config(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
-    config.write_text("task: PegInsert\nepisodes: 2\nexpert: {action_noise: 0.05}\n")
+    config.write_text(
+        f"task: PegInsert\nepisodes: 2\nworkers: 1\nout: {tmp_path / 's'}\nexpert: {{action_noise: 0.05}}\n"
+    )
     result = runner.invoke(app, ["collect", "--config", str(config)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "PegInsert" in result.output
+
+
+def test_store_check_fails_on_a_broken_store(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "index.sqlite").write_text("not a database")
+    result = runner.invoke(app, ["store", "check", str(tmp_path / "s")])
+    assert result.exit_code == 1 and "not a readable SQLite index" in result.output
+    result = runner.invoke(app, ["store", "info", str(tmp_path / "missing")])
+    assert result.exit_code == 2 and "no such store" in result.output
 
 
 def test_collect_rejects_a_bad_config_naming_the_field(tmp_path: Path) -> None:

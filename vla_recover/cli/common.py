@@ -21,7 +21,7 @@ from vla_recover.registry import UnknownNameError
 
 __all__ = ["console", "progress_bar", "user_errors"]
 
-console = Console()
+console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 

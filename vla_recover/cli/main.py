@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from vla_recover.cli import collect, tasks
+from vla_recover.cli.store import store_app
 
 app = typer.Typer(
     name="vla-recover",
@@ -16,6 +17,7 @@ app = typer.Typer(
 app.command("tasks")(tasks.list_tasks)
 app.command("render")(tasks.render)
 app.command("collect")(collect.collect)
+app.add_typer(store_app, name="store")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,284 @@
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.data.synthetic import synthetic_episode
+from vla_recover.data import (
+    ACTORS,
+    EpisodeData,
+    EpisodeStore,
+    Recorder,
+    SchemaError,
+    WindowSampler,
+    WindowSpec,
+    check_store,
+    project_robots,
+    store_summary,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def assert_episode_equal(store: EpisodeStore, episode_id: int, expected: EpisodeData) -> None:
+    stored = store.episode(episode_id)
+    for key, value in expected.steps.items():
+        assert np.array_equal(stored[key], value), key
+    actor = expected.actor
+    assert ACTORS[int(stored["actor"][0])] == actor
+    row = store.episodes(id=episode_id)[0]
+    assert (row.robot, row.instruction, row.outcome, row.info) == (
+        expected.robot, expected.instruction, expected.outcome, expected.info
+    )  # fmt: skip
+
+
+def test_round_trip_with_provenance(tmp_path: Path) -> None:
+    episodes = [synthetic_episode(i, images=True) for i in range(7)]
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        ids = store.append_episodes(episodes[:3]) + [store.append_episode(e) for e in episodes[3:]]
+    assert ids == list(range(7))
+    with EpisodeStore(tmp_path / "s") as store:
+        assert len(store) == 7 and store.n_steps == sum(e.length for e in episodes)
+        for i, episode in enumerate(episodes):
+            assert_episode_equal(store, i, episode)
+        stored = store.episode(2)
+        assert stored["intervention"].all() == (episodes[2].actor == "human")
+        assert store.names("robot")[int(stored["robot"][0])] == "robot2"
+        assert [r.id for r in store.episodes(outcome="failure")] == [1, 3, 5]
+    assert check_store(tmp_path / "s").ok
+
+
+def test_arrays_are_exact_length_after_close_and_images_compressed(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episodes([synthetic_episode(i, images=True) for i in range(4)])
+        total = store.n_steps
+    import zarr
+
+    group = zarr.open_group(str(tmp_path / "s" / "steps.zarr"), mode="r")
+    assert group["data/action"].shape[0] == total
+    assert group["meta/episode_ends"][-1] == total
+    codec = group["data/obs.images.front"].metadata.codecs[-1]
+    assert "zstd" in repr(codec)
+
+
+def test_append_rejects_bad_shapes_naming_the_key_and_keeps_what_is_stored(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episode(synthetic_episode(0))
+        bad = synthetic_episode(1)
+        bad.steps["obs.state"] = bad.steps["obs.state"][:, :5]
+        with pytest.raises(SchemaError, match=r"key 'obs.state': got shape \(5,\)"):
+            store.append_episode(bad)
+        wrong_dtype = synthetic_episode(2)
+        wrong_dtype.steps["action"] = wrong_dtype.steps["action"].astype(np.float64)
+        with pytest.raises(SchemaError, match="key 'action'"):
+            store.append_episode(wrong_dtype)
+        missing = synthetic_episode(3)
+        del missing.steps["action"]
+        with pytest.raises(SchemaError, match=r"missing \['action'\]"):
+            store.append_episode(missing)
+        bad_actor = synthetic_episode(4)
+        bad_actor.actor = "robot"
+        with pytest.raises(SchemaError, match="valid actors"):
+            store.append_episode(bad_actor)
+        nan = synthetic_episode(5)
+        nan.steps["action"][3, 1] = np.nan
+        with pytest.raises(SchemaError, match="key 'action': contains NaN"):
+            store.append_episode(nan)
+        assert len(store) == 1
+    with EpisodeStore(tmp_path / "s") as store:
+        assert_episode_equal(store, 0, synthetic_episode(0))
+    assert check_store(tmp_path / "s").ok
+
+
+def test_one_writer_at_a_time_and_readonly_refuses_writes(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episode(synthetic_episode(0))
+        with pytest.raises(RuntimeError, match="open for writing by pid"):
+            EpisodeStore(tmp_path / "s", mode="a")
+        reader = EpisodeStore(tmp_path / "s")
+        with pytest.raises(PermissionError):
+            reader.append_episode(synthetic_episode(1))
+
+
+def test_other_schema_version_fails_clearly(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episode(synthetic_episode(0))
+    db = sqlite3.connect(tmp_path / "s" / "index.sqlite")
+    db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(SchemaError, match="schema version 99, this vla_recover reads version 1"):
+        EpisodeStore(tmp_path / "s")
+
+
+def test_index_missing_a_table_fails_clearly(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episode(synthetic_episode(0))
+    db = sqlite3.connect(tmp_path / "s" / "index.sqlite")
+    db.execute("DROP TABLE segments")
+    db.commit()
+    db.close()
+    with pytest.raises(SchemaError, match=r"index.sqlite: index is missing table\(s\) segments"):
+        EpisodeStore(tmp_path / "s")
+    report = check_store(tmp_path / "s")
+    assert not report.ok and "segments" in report.problems[0]
+
+
+def test_truncated_chunk_is_reported_naming_the_key(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episodes([synthetic_episode(i) for i in range(5)])
+    chunk = next((tmp_path / "s" / "steps.zarr" / "data" / "action" / "c").rglob("*"))
+    while chunk.is_dir():
+        chunk = next(chunk.iterdir())
+    chunk.write_bytes(chunk.read_bytes()[:10])
+    report = check_store(tmp_path / "s")
+    assert not report.ok
+    assert any("data/action: chunk 0" in p for p in report.problems)
+
+
+def test_readers_see_only_committed_episodes_while_a_writer_writes(tmp_path: Path) -> None:
+    writer = EpisodeStore(tmp_path / "s", mode="a")
+    writer.append_episodes([synthetic_episode(i) for i in range(3)])
+    reader = EpisodeStore(tmp_path / "s")
+    assert len(reader) == 3
+    writer.append_episodes([synthetic_episode(i) for i in range(3, 6)])
+    assert len(reader) == 6
+    assert_episode_equal(reader, 5, synthetic_episode(5))
+    writer.close()
+
+
+def _kill_writer_at_random(path: Path, rng: np.random.Generator, images: bool) -> None:
+    args = [sys.executable, "-m", "tests.data.synthetic", str(path)] + (["images"] if images else [])
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(float(rng.uniform(0.8, 2.5)))  # past start-up, somewhere inside the write loop
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def _verify_after_kill(path: Path) -> int:
+    report = check_store(path)
+    assert report.ok, report.problems
+    with EpisodeStore(path, mode="a") as store:  # a writer reopening recovers the tail
+        assert report.episodes == len(store)  # recovery loses nothing that check saw committed
+        count = len(store)
+        for i in range(count):
+            assert_episode_equal(store, i, synthetic_episode(i, images="obs.images.front" in store.data_keys()))
+    assert check_store(path).ok
+    return count
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_sigkill_during_writes_keeps_every_committed_episode(tmp_path: Path, trial: int) -> None:
+    rng = np.random.default_rng(trial)
+    path = tmp_path / "s"
+    _kill_writer_at_random(path, rng, images=trial == 2)
+    first = _verify_after_kill(path)
+    _kill_writer_at_random(path, rng, images=trial == 2)  # again, appending to the recovered store
+    assert _verify_after_kill(path) >= first
+
+
+@pytest.mark.slow
+def test_sigkill_twenty_trials(tmp_path: Path) -> None:
+    rng = np.random.default_rng(42)
+    for trial in range(20):
+        path = tmp_path / f"s{trial}"
+        for _ in range(2):
+            _kill_writer_at_random(path, rng, images=trial % 2 == 0)
+            _verify_after_kill(path)
+
+
+def _worker(client, worker: int, count: int) -> None:  # type: ignore[no-untyped-def]
+    for j in range(count):
+        episode = synthetic_episode(100 * worker + j)
+        key = f"ep{j}"
+        client.begin_episode(
+            key, episode.task, episode.robot, episode.instruction, actor=episode.actor, i=episode.info["i"]
+        )
+        half = episode.length // 2
+        client.add_steps(key, {k: v[:half] for k, v in episode.steps.items()})
+        client.add_steps(key, {k: v[half:] for k, v in episode.steps.items()})
+        client.end_episode(key, episode.outcome)
+    client.begin_episode("never-finished", "Synthetic", "robot9")
+    client.event("slot_state", "fleet", {"state": "idle"}, robot=f"robot{worker}")
+
+
+def test_recorder_commits_what_several_worker_processes_send(tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        recorder = Recorder(store, context=ctx, batch_episodes=4)
+        workers = [ctx.Process(target=_worker, args=(recorder.client(f"w{w}"), w, 5)) for w in range(3)]
+        for p in workers:
+            p.start()
+        deadline = time.monotonic() + 60
+        while any(p.is_alive() for p in workers) and time.monotonic() < deadline:
+            recorder.pump(timeout=0.05)
+        recorder.drain()
+        assert len(store) == 15 and recorder.stats.events == 3
+        found = {row.info["i"]: row.id for row in store.episodes()}
+        for worker in range(3):
+            for j in range(5):
+                i = 100 * worker + j
+                expected = synthetic_episode(i)
+                stored = store.episode(found[i])
+                assert np.array_equal(stored["action"], expected.steps["action"])
+        views = project_robots(store.index)
+        assert views["robot1"].state == "idle" and "robot9" not in {r.robot for r in store.episodes()}
+
+
+def test_sampler_windows_pad_at_episode_edges(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episodes([synthetic_episode(i) for i in range(6)])
+    store = EpisodeStore(tmp_path / "s")
+    sampler = WindowSampler(store, WindowSpec(("obs.state",), obs_horizon=3, action_horizon=8))
+    first = store.episodes()[0]
+    window = sampler.gather(np.array([first.start, first.stop - 2]))
+    state, action = store.episode(0)["obs.state"], store.episode(0)["action"]
+    assert np.array_equal(window["obs.state"][0], state[[0, 0, 0]])  # history padded with the first observation
+    assert np.array_equal(window["action"][0], action[:8])
+    assert np.array_equal(window["action"][1, :2], action[-2:])
+    assert window["action_is_pad"][1].tolist() == [False, False] + [True] * 6
+    assert np.array_equal(window["action"][1, 2:], np.repeat(action[-1:], 6, axis=0))
+    uncached = WindowSampler(store, WindowSpec(("obs.state",), 3, 8), cache_bytes=0)
+    again = uncached.gather(np.array([first.start, first.stop - 2]))
+    assert np.array_equal(again["action"], window["action"])
+
+
+def test_sampler_filters_and_weights(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episodes([synthetic_episode(i) for i in range(9)])
+        store.index.insert_segment(0, 0, 4, "progress", "critic")
+    store = EpisodeStore(tmp_path / "s")
+    rows = store.episodes()
+    success = WindowSampler(store, outcomes=["success"])
+    assert {int(e) for e in success.episode_of(success.anchors)} == {r.id for r in rows if r.outcome == "success"}
+    human = WindowSampler(store, actors=["human"])
+    assert set(store.read("actor")[human.anchors]) == {ACTORS.index("human")}
+    segment = WindowSampler(store, segment_kinds=["progress"])
+    assert segment.anchors.tolist() == [0, 1, 2, 3]
+    weights = np.zeros(store.n_steps, dtype=np.float32)
+    weights[10:20] = 2.0
+    weighted = WindowSampler(store, step_weights=weights)
+    batch = weighted.sample(32)
+    assert set(batch["index"]) <= set(range(10, 20)) and np.all(batch["weight"] == 2.0)
+    with pytest.raises(ValueError, match="valid choices"):
+        WindowSampler(store, outcomes=["win"])
+    with pytest.raises(KeyError, match=r"window key 'obs\.rgb'"):
+        WindowSampler(store, WindowSpec(("obs.rgb",)))
+
+
+def test_summary_counts(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episodes([synthetic_episode(i) for i in range(6)])
+    summary = store_summary(tmp_path / "s")
+    assert summary["episodes"] == 6 and summary["outcomes"] == {"success": 3, "failure": 3}
+    assert set(summary["actor_steps"]) == {"scripted", "policy", "human"}
+    assert os.path.getsize(tmp_path / "s" / "index.sqlite") <= summary["size_bytes"]

@@ -1,0 +1,58 @@
+"""`vla-recover store info` and `vla-recover store check`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from vla_recover.cli.common import console, user_errors
+
+__all__ = ["store_app"]
+
+store_app = typer.Typer(help="Inspect and verify episode stores.", no_args_is_help=True)
+
+
+@store_app.command("info")
+def info(
+    path: Annotated[Path, typer.Argument(help="episode store directory")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Summarise a store: episodes by outcome, actor mix, segment kinds, steps, size on disk."""
+    from vla_recover.data import store_summary
+
+    with user_errors():
+        summary = store_summary(path)
+    if as_json:
+        console.print_json(json.dumps(summary))
+        return
+    table = Table(title=f"store {path}", show_header=False)
+    table.add_row("episodes", str(summary["episodes"]))
+    table.add_row("steps", str(summary["steps"]))
+    for field in ("outcomes", "tasks", "robots", "actor_steps", "segments"):
+        values = summary[field]
+        table.add_row(field.replace("_", " "), ", ".join(f"{k}: {v}" for k, v in values.items()) or "-")
+    table.add_row("events", str(summary["events"]))
+    keys = summary["keys"]
+    table.add_row("keys", "\n".join(f"{k} {tuple(v['shape'])} {v['dtype']}" for k, v in keys.items()) or "-")
+    table.add_row("size on disk", f"{summary['size_bytes'] / 1e6:.1f} MB")
+    console.print(table)
+
+
+@store_app.command("check")
+def check(path: Annotated[Path, typer.Argument(help="episode store directory")]) -> None:
+    """Verify a store without changing it: schema, index, every committed chunk, segment bounds. Exit 1 on problems."""
+    from vla_recover.data import check_store
+
+    report = check_store(path)
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    for problem in report.problems:
+        console.print(f"[bold red]problem:[/] {problem}", highlight=False)
+    verdict = "[green]ok[/]" if report.ok else "[bold red]FAILED[/]"
+    console.print(f"{path}: {verdict} ({report.episodes} episodes, {report.steps} steps)")
+    if not report.ok:
+        raise typer.Exit(code=1)

@@ -1,0 +1,308 @@
+"""The episode store: per-key step arrays in zarr (v3), committed through a SQLite index.
+
+Layout of a store directory::
+
+    steps.zarr/data/<key>           (N, ...) every step of every episode, concatenated along time
+    steps.zarr/meta/episode_ends    (E,) int64, cumulative end of each episode
+    index.sqlite                    episodes, segments, names, events (see index.py)
+    writer.lock                     held by the one process that writes
+
+Writing episodes: their steps go to zarr first (each chunk file is replaced atomically by zarr's local store), then
+one SQLite transaction inserts their rows; those rows are the commit. Readers only ever read below the committed end.
+While a writer is open the arrays grow by doubling (capacity past the committed end); closing shrinks them to the
+committed end. A writer that opens a store left by a crash truncates whatever lies past the committed end and says
+so in the event log.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+from zarr.codecs import BloscCodec
+
+from vla_recover.data.index import EpisodeRow, Index
+from vla_recover.data.schema import ACTORS, PROVENANCE_KEYS, EpisodeData, KeySpec, SchemaError
+
+__all__ = ["EpisodeStore"]
+
+_ZARR = "steps.zarr"
+_INDEX = "index.sqlite"
+_LOCK = "writer.lock"
+_IMAGE_CHUNK = 16  # steps per chunk for images: a training window touches one or two chunks
+_LOWDIM_CHUNK_BYTES = 256 * 1024
+
+
+def _compressor(is_image: bool) -> BloscCodec:
+    return BloscCodec(cname="zstd", clevel=3 if is_image else 5, shuffle="bitshuffle" if is_image else "shuffle")
+
+
+class EpisodeStore:
+    """Open with ``EpisodeStore(path, mode="a")`` to write (creates the store), ``mode="r"`` to read."""
+
+    def __init__(self, path: str | os.PathLike[str], mode: str = "r") -> None:
+        if mode not in ("r", "a"):
+            raise ValueError(f"mode: got {mode!r}; expected 'r' (read) or 'a' (append)")
+        self.path = Path(path)
+        self.writable = mode == "a"
+        if not self.writable and not self.path.is_dir():
+            raise FileNotFoundError(f"{self.path}: no such store")
+        self._lock_file = None
+        if self.writable:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._lock_file = self._acquire_writer_lock()
+        self.index = Index(self.path / _INDEX, create=self.writable, read_only=not self.writable)
+        zarr_path = self.path / _ZARR
+        if not self.writable and not zarr_path.is_dir():
+            raise SchemaError(f"{zarr_path}: missing steps array group")
+        self.root = zarr.open_group(str(zarr_path), mode="a" if self.writable else "r")
+        self._arrays: dict[str, Any] = {}
+        if self.writable:
+            self.root.require_group("data")
+            self.root.require_group("meta")
+            self.recovered_steps = self._truncate_uncommitted()
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------------
+    def _acquire_writer_lock(self) -> Any:
+        handle = open(self.path / _LOCK, "a+")  # noqa: SIM115 (held for the store's lifetime)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            owner = handle.read().strip() or "another process"
+            handle.close()
+            raise RuntimeError(f"{self.path}: store is open for writing by {owner}; open it with mode='r'") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        return handle
+
+    def close(self) -> None:
+        if self.writable and self._lock_file is not None:
+            self._truncate_uncommitted(after_crash=False)
+            self.root.attrs["clean_close"] = True
+        self.index.close()
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    def __enter__(self) -> EpisodeStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _truncate_uncommitted(self, after_crash: bool = True) -> int:
+        """Cut steps past the last committed episode: capacity slack, or a write a crash interrupted.
+
+        Returns the steps removed when ``after_crash`` and the last writer did not close cleanly, else 0.
+        """
+        unclean = after_crash and not self.root.attrs.get("clean_close", True)
+        if after_crash:
+            self.root.attrs["clean_close"] = False
+        n_episodes, stop = self.index.committed_steps()
+        removed = 0
+        for key in self.data_keys():
+            array = self._array(key)
+            if array.shape[0] > stop:
+                removed = max(removed, array.shape[0] - stop)
+                array.resize((stop, *array.shape[1:]))
+        ends = self._meta_ends()
+        if ends is not None and ends.shape[0] != n_episodes:
+            ends.resize((n_episodes,))
+        for partial in (self.path / _ZARR).rglob("*.partial"):
+            partial.unlink()
+        if not unclean:
+            return 0
+        with self.index.transaction():
+            self.index.insert_event(
+                "store_recovered",
+                "store",
+                {"truncated_steps": removed, "committed_steps": stop, "committed_episodes": n_episodes},
+            )
+        return removed
+
+    # -- schema ------------------------------------------------------------------------------------------------------
+    def data_keys(self) -> list[str]:
+        return sorted(self.specs())
+
+    def specs(self) -> dict[str, KeySpec]:
+        raw: dict[str, Any] = dict(self.root.attrs.get("keys", {}))  # type: ignore[arg-type]
+        return {k: KeySpec(tuple(v["shape"]), str(v["dtype"])) for k, v in raw.items()}
+
+    def _array(self, key: str) -> Any:
+        array = self._arrays.get(key)
+        if array is None:
+            array = self._arrays[key] = self.root[f"data/{key}"]
+        return array
+
+    def _fresh_array(self, key: str, min_length: int) -> Any:
+        """The array, reopened if another process has grown it since we last looked."""
+        array = self._array(key)
+        if array.shape[0] < min_length:
+            array = self._arrays[key] = zarr.open_array(str(self.path / _ZARR / "data" / key), mode="r")
+        return array
+
+    def _meta_ends(self) -> Any:
+        try:
+            return self.root["meta/episode_ends"]
+        except KeyError:
+            return None
+
+    def _create_keys(self, columns: dict[str, np.ndarray]) -> None:
+        specs = {key: KeySpec.of(value) for key, value in columns.items()}
+        for key, spec in specs.items():
+            is_image = len(spec.shape) == 3 and np.dtype(spec.dtype) == np.uint8
+            row_bytes = max(1, int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize)
+            rows = _IMAGE_CHUNK if is_image else max(256, _LOWDIM_CHUNK_BYTES // row_bytes)
+            self.root.create_array(
+                f"data/{key}",
+                shape=(0, *spec.shape),
+                chunks=(rows, *spec.shape),
+                dtype=spec.dtype,
+                compressors=[_compressor(is_image)],
+            )
+        self.root.create_array("meta/episode_ends", shape=(0,), chunks=(4096,), dtype="int64")
+        self.root.attrs["keys"] = {k: s.as_json() for k, s in specs.items()}
+
+    def _validate(self, columns: dict[str, np.ndarray]) -> None:
+        specs = self.specs()
+        missing = sorted(set(specs) - set(columns))
+        extra = sorted(set(columns) - set(specs))
+        if missing or extra:
+            raise SchemaError(
+                f"episode keys do not match the store: missing {missing or 'none'}, unexpected {extra or 'none'}"
+            )
+        for key, value in columns.items():
+            got = KeySpec.of(value)
+            if got != specs[key]:
+                raise SchemaError(
+                    f"key {key!r}: got shape {got.shape} dtype {got.dtype}, "
+                    f"store holds shape {specs[key].shape} dtype {specs[key].dtype}"
+                )
+
+    # -- writing -----------------------------------------------------------------------------------------------------
+    def append_episode(self, episode: EpisodeData) -> int:
+        """Store ``episode``; returns its id. Visible to readers only once this returns."""
+        return self.append_episodes([episode])[0]
+
+    def append_episodes(self, episodes: list[EpisodeData]) -> list[int]:
+        """Store several episodes with one write per key and one commit: the fast path for recorders."""
+        if not self.writable:
+            raise PermissionError(f"{self.path}: store opened read-only")
+        if not episodes:
+            return []
+        lengths = [episode.length for episode in episodes]
+        if min(lengths) == 0:
+            raise SchemaError(f"episode {lengths.index(0)} of the batch has no steps")
+        with self.index.transaction():
+            per_episode = [self._columns(episode, n) for episode, n in zip(episodes, lengths, strict=True)]
+        if not self.specs():
+            self._create_keys(per_episode[0])
+        for columns in per_episode:
+            self._validate(columns)
+        n_episodes, start = self.index.committed_steps()
+        stop = start + sum(lengths)
+        for key in per_episode[0]:
+            array = self._array(key)
+            if array.shape[0] < stop:  # grow by doubling: a resize rewrites metadata, so keep them rare
+                array.resize((max(stop, 2 * array.shape[0], array.chunks[0]), *array.shape[1:]))
+            array[start:stop] = np.concatenate([columns[key] for columns in per_episode])
+        ends = self._meta_ends()
+        ids = list(range(n_episodes, n_episodes + len(episodes)))
+        bounds = start + np.cumsum([0, *lengths])
+        ends.resize((n_episodes + len(episodes),))
+        ends[n_episodes:] = bounds[1:]
+        now = time.time()
+        with self.index.transaction():
+            for episode_id, episode, lo, hi in zip(ids, episodes, bounds[:-1], bounds[1:], strict=True):
+                row = EpisodeRow(
+                    episode_id, int(lo), int(hi), episode.robot, episode.task, episode.instruction,
+                    episode.outcome, tuple(episode.phases), episode.info, now,
+                )  # fmt: skip
+                self.index.insert_episode(row)
+                self.index.insert_event(
+                    "episode_recorded",
+                    "recorder",
+                    {"length": row.length, "outcome": episode.outcome, "task": episode.task},
+                    robot=episode.robot,
+                    episode=episode_id,
+                )
+        return ids
+
+    def _columns(self, episode: EpisodeData, length: int) -> dict[str, np.ndarray]:
+        """Data keys plus the provenance columns, coded and broadcast to one value per step."""
+        columns = {k: np.ascontiguousarray(v) for k, v in episode.steps.items() if k not in PROVENANCE_KEYS}
+        for key, value in columns.items():
+            if not np.all(np.isfinite(value)) and np.issubdtype(value.dtype, np.floating):
+                raise SchemaError(f"key {key!r}: contains NaN or Inf")
+        actors = [episode.actor] * length if isinstance(episode.actor, str) else list(episode.actor)
+        unknown = sorted(set(actors) - set(ACTORS))
+        if unknown:
+            raise SchemaError(f"actor: got {unknown}; valid actors: {', '.join(ACTORS)}")
+        versions = (
+            [episode.policy_version] * length if isinstance(episode.policy_version, str) else episode.policy_version
+        )
+        codes = {v: (self.index.code("policy_version", v) if v else -1) for v in set(versions)}
+        defaults: dict[str, Any] = {
+            "actor": np.array([ACTORS.index(a) for a in actors]),
+            "policy_version": np.array([codes[v] for v in versions]),
+            "robot": np.full(length, self.index.code("robot", episode.robot)),
+            "intervention": np.array([a == "human" for a in actors]),
+            "wall_time": np.full(length, time.time()),
+            "sim_time": np.arange(length, dtype=np.float64),
+            "phase": np.full(length, -1),
+            "progress": np.full(length, np.nan),
+        }
+        for key, dtype in PROVENANCE_KEYS.items():
+            value = np.asarray(episode.steps.get(key, defaults[key]))
+            if value.shape != (length,):
+                raise SchemaError(f"key {key!r}: expected shape ({length},), got {value.shape}")
+            columns[key] = value.astype(dtype)
+        return columns
+
+    # -- reading -----------------------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.index.committed_steps()[0]
+
+    @property
+    def n_steps(self) -> int:
+        return self.index.committed_steps()[1]
+
+    def episodes(self, **filters: Any) -> list[EpisodeRow]:
+        """Committed episodes, optionally filtered by column equality (``outcome="success"``, ``task=...``)."""
+        where = " AND ".join(f"{k}=?" for k in filters)
+        return self.index.episodes(where, tuple(filters.values()))
+
+    def episode(self, episode_id: int) -> dict[str, np.ndarray]:
+        rows = self.index.episodes("id=?", (episode_id,))
+        if not rows:
+            count = len(self)
+            raise KeyError(f"episode {episode_id} is not in {self.path} ({count} committed, ids 0..{count - 1})")
+        row = rows[0]
+        return {key: self._fresh_array(key, row.stop)[row.start : row.stop] for key in self.data_keys()}
+
+    def read(self, key: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Steps [start, stop) of ``key``, never past the committed end."""
+        committed = self.n_steps
+        stop = committed if stop is None else min(stop, committed)
+        if key not in self.specs():
+            raise KeyError(f"key {key!r} is not in {self.path}; keys: {', '.join(self.data_keys())}")
+        return np.asarray(self._fresh_array(key, stop)[start:stop])
+
+    def iter_episodes(self) -> Iterator[tuple[EpisodeRow, dict[str, np.ndarray]]]:
+        for row in self.episodes():
+            yield row, self.episode(row.id)
+
+    def names(self, kind: str) -> dict[int, str]:
+        return self.index.names(kind)
+
+    def size_on_disk(self) -> int:
+        return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
