@@ -112,7 +112,9 @@ def scene_xml(model_name: str, objects: str, fixtures: str = "", camera_size: in
   <worldbody>
     <light pos="0.3 -0.3 1.2" dir="-0.25 0.25 -1" directional="true" diffuse=".8 .8 .8"/>
     <light pos="-0.4 0.4 1.0" dir="0.3 -0.3 -1" directional="true" diffuse=".3 .3 .3" castshadow="false"/>
-    <geom name="table" type="box" size="0.45 0.45 0.02" pos="0 0 -0.02" material="table"/>
+    <geom name="table" type="plane" size="0.45 0.45 0.01" material="table"/>
+    <geom name="table_edge" type="box" size="0.45 0.45 0.02" pos="0 0 -0.0201" material="table"
+          contype="0" conaffinity="0"/>
     <body name="look_at" pos="0 0 0.05"/>
     <camera name="front" pos="0.62 0 0.42" mode="targetbody" target="look_at" fovy="50"/>
     <camera name="side" pos="0 -0.62 0.42" mode="targetbody" target="look_at" fovy="50"/>
