@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from vla_recover.cli import collect, tasks
+from vla_recover.cli import collect, tasks, train
 from vla_recover.cli.store import store_app
 
 app = typer.Typer(
@@ -18,6 +18,8 @@ app.command("tasks")(tasks.list_tasks)
 app.command("render")(tasks.render)
 app.command("collect")(collect.collect)
 app.add_typer(store_app, name="store")
+app.command("train")(train.train)
+app.command("eval")(train.evaluate)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Blocks shared by the policies: normaliser, encoders, backbones, EMA, checkpoint I/O."""

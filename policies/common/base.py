@@ -1,0 +1,154 @@
+"""The `Policy` interface every policy implements, and the observation conditioning they share.
+
+Batches are dicts of tensors: ``obs.state`` (B, To, D), ``obs.images.<cam>`` (B, To, H, W, 3) uint8, optionally
+``instruction_embedding`` (B, 384), ``action`` (B, H, A) and ``action_is_pad`` (B, H) for training.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import Field, model_validator
+from torch import nn
+from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder
+from vla_recover.policies.common.normalizer import Normalizer
+
+from vla_recover.config import FrozenConfig
+
+__all__ = ["GuidanceHook", "Policy", "PolicyConfig"]
+
+# A sampling hook sees, at each denoising / integration step, the step index, the current noisy action chunk and the
+# estimated clean chunk (both (B, H, A), normalised space) and returns a term added to the clean estimate, or None.
+GuidanceHook = Callable[[int, torch.Tensor, torch.Tensor], "torch.Tensor | None"]
+
+
+class PolicyConfig(FrozenConfig):
+    """Fields every action-chunk policy shares."""
+
+    obs_horizon: int = Field(2, ge=1, le=16)
+    action_horizon: int = Field(16, ge=1, le=128)
+    action_exec: int = Field(8, ge=1, le=128, description="actions executed from each predicted chunk")
+    state_key: str | None = "obs.state"
+    image_keys: tuple[str, ...] = ()
+    image_crop: int = Field(76, ge=8, le=1024)
+    image_feature_dim: int = Field(64, ge=8, le=1024)
+    use_language: bool = False
+    backbone: Literal["unet", "transformer"] = "unet"
+    down_dims: tuple[int, ...] = (64, 128, 256)
+    transformer_dim: int = Field(128, ge=16, le=2048)
+    transformer_layers: int = Field(4, ge=1, le=24)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PolicyConfig:
+        if self.action_exec > self.action_horizon:
+            raise ValueError(f"action_exec ({self.action_exec}) must be <= action_horizon ({self.action_horizon})")
+        if self.backbone == "unet" and self.action_horizon % 2 ** (len(self.down_dims) - 1):
+            raise ValueError(
+                f"action_horizon ({self.action_horizon}) must be divisible by 2**(len(down_dims)-1) "
+                f"= {2 ** (len(self.down_dims) - 1)} for the unet backbone"
+            )
+        if self.state_key is None and not self.image_keys:
+            raise ValueError("a policy needs state_key or image_keys")
+        return self
+
+
+class Policy(nn.Module, abc.ABC):
+    """An action-chunk policy: conditioning on an observation window, a generative head over action chunks."""
+
+    name: str = ""
+    config: PolicyConfig
+
+    def __init__(self, config: PolicyConfig, shapes: dict[str, tuple[int, ...]], action_dim: int) -> None:
+        super().__init__()
+        self.config = config
+        self.shapes = dict(shapes)
+        self.action_dim = action_dim
+        norm_dims = {"action": action_dim}
+        if config.state_key:
+            norm_dims[config.state_key] = shapes[config.state_key][-1]
+        self.normalizer = Normalizer(norm_dims)
+        self.image_encoders = nn.ModuleDict(
+            {
+                key.replace(".", "__"): ImageEncoder(shapes[key][0], config.image_crop, config.image_feature_dim)
+                for key in config.image_keys
+            }
+        )
+        per_step = (shapes[config.state_key][-1] if config.state_key else 0) + config.image_feature_dim * len(
+            config.image_keys
+        )
+        self.cond_dim = per_step * config.obs_horizon + (TEXT_EMBED_DIM if config.use_language else 0)
+
+    # -- conditioning ---------------------------------------------------------------------------------------------
+    def encode_obs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Observation window → global condition (B, cond_dim)."""
+        parts = []
+        cfg = self.config
+        if cfg.state_key:
+            state = batch[cfg.state_key].float()
+            parts.append(self.normalizer.normalize(cfg.state_key, state).flatten(1))
+        for key in cfg.image_keys:
+            images = batch[key]  # (B, To, H, W, 3)
+            b, t = images.shape[:2]
+            features = self.image_encoders[key.replace(".", "__")](images.reshape(b * t, *images.shape[2:]))
+            parts.append(features.reshape(b, -1))
+        if cfg.use_language:
+            parts.append(batch["instruction_embedding"].float())
+        return torch.cat(parts, dim=-1)
+
+    def fit_normalizer(self, data: dict[str, np.ndarray]) -> None:
+        """Statistics from training data: ``action`` (N, A) and the state key (N, D)."""
+        for key in self.normalizer.keys:
+            self.normalizer.fit(key, data[key])
+
+    # -- the interface ----------------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def compute_loss(self, batch: dict[str, torch.Tensor], weights: torch.Tensor | None = None) -> torch.Tensor:
+        """Weighted training loss: ``sum_i w_i * loss_i / B`` over the batch; padded actions do not count."""
+
+    @abc.abstractmethod
+    def sample_actions(
+        self, cond: torch.Tensor, generator: torch.Generator | None, hook: GuidanceHook | None
+    ) -> torch.Tensor:
+        """Normalised action chunks (B, H, A) for conditions (B, C)."""
+
+    @torch.no_grad()
+    def predict_chunk(
+        self, batch: dict[str, Any], seed: int | None = None, hook: GuidanceHook | None = None
+    ) -> np.ndarray:
+        """Action chunks (B, H, A) in the environment's units. Deterministic for a given ``seed``."""
+        was_training = self.training
+        self.eval()
+        tensors = {k: torch.as_tensor(v) for k, v in batch.items()}
+        cond = self.encode_obs(tensors)
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        if hook is None:
+            actions = self.sample_actions(cond, generator, None)
+        else:
+            with torch.enable_grad():
+                actions = self.sample_actions(cond, generator, hook)
+        self.train(was_training)
+        return self.normalizer.unnormalize("action", actions.detach()).cpu().numpy()
+
+    # -- shared loss plumbing ----------------------------------------------------------------------------------------
+    def _weighted(
+        self, per_element: torch.Tensor, batch: dict[str, torch.Tensor], weights: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Reduce (B, H, A) losses to one scalar with padding masked and per-sample weights applied."""
+        mask = torch.ones(per_element.shape[:2], dtype=per_element.dtype)
+        if "action_is_pad" in batch:
+            mask = (~batch["action_is_pad"].bool()).to(per_element.dtype)
+        per_sample = (per_element.mean(-1) * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+        if weights is None:
+            return per_sample.mean()
+        weights = torch.as_tensor(weights, dtype=per_sample.dtype)
+        if weights.shape != per_sample.shape:
+            raise ValueError(f"weights: expected shape {tuple(per_sample.shape)}, got {tuple(weights.shape)}")
+        if not torch.isfinite(weights).all() or (weights < 0).any():
+            raise ValueError("weights: must be finite and non-negative")
+        if float(weights.sum()) == 0.0:
+            raise ValueError("weights: all zero; the batch carries no training signal (check the weighter's output)")
+        return (weights * per_sample).mean()

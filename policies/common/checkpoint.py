@@ -1,0 +1,68 @@
+"""Checkpoints: safetensors weights + a JSON config; loading never unpickles.
+
+A policy directory holds ``config.json`` (schema version, policy name and config, input shapes, instruction list)
+and ``model.safetensors`` (weights and normalisation statistics, plus the cached instruction embeddings).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from vla_recover.policies.common.base import Policy
+from vla_recover.policies.common.encoders import SentenceEmbedder
+
+__all__ = ["CHECKPOINT_SCHEMA", "load_policy", "save_policy"]
+
+CHECKPOINT_SCHEMA = 1
+_EMBEDDINGS = "__instruction_embeddings__"
+
+
+def save_policy(policy: Policy, directory: str | Path, embedder: SentenceEmbedder | None = None, **meta: Any) -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().contiguous().clone() for k, v in policy.state_dict().items()}
+    instructions = sorted(embedder.cache) if embedder else []
+    if instructions and embedder is not None:
+        tensors[_EMBEDDINGS] = torch.as_tensor(np.stack([embedder.cache[s] for s in instructions]))
+    save_file(tensors, str(directory / "model.safetensors"))
+    config = {
+        "schema_version": CHECKPOINT_SCHEMA,
+        "policy": policy.name,
+        "config": policy.config.model_dump(mode="json"),
+        "shapes": {k: list(v) for k, v in policy.shapes.items()},
+        "action_dim": policy.action_dim,
+        "instructions": instructions,
+        **meta,
+    }
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    return directory
+
+
+def load_policy(directory: str | Path) -> tuple[Policy, SentenceEmbedder, dict[str, Any]]:
+    """The policy (in eval mode), its instruction embedder with the saved cache, and the raw config."""
+    from vla_recover.policies import build_policy
+
+    directory = Path(directory)
+    config_path = directory / "config.json"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path}: not a policy checkpoint (no config.json)")
+    config = json.loads(config_path.read_text())
+    version = config.get("schema_version")
+    if version != CHECKPOINT_SCHEMA:
+        raise ValueError(f"{config_path}: checkpoint schema {version}, this vla_recover reads {CHECKPOINT_SCHEMA}")
+    shapes = {k: tuple(v) for k, v in config["shapes"].items()}
+    policy = build_policy(config["policy"], config["config"], shapes, config["action_dim"])
+    tensors = load_file(str(directory / "model.safetensors"))
+    embeddings = tensors.pop(_EMBEDDINGS, None)
+    missing, unexpected = policy.load_state_dict(tensors, strict=False)
+    if missing or unexpected:
+        raise ValueError(f"{directory}: weights do not fit the config (missing {missing}, unexpected {unexpected})")
+    cache = {}
+    if embeddings is not None:
+        cache = {s: embeddings[i].numpy() for i, s in enumerate(config["instructions"])}
+    return policy.eval(), SentenceEmbedder(cache), config

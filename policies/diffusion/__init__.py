@@ -1,0 +1,1 @@
+"""Diffusion policy: DDPM training, DDIM inference over action chunks (diffusers schedulers)."""

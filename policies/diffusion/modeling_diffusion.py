@@ -1,0 +1,63 @@
+"""Diffusion policy: a denoiser predicts the noise added to a normalised action chunk.
+
+Training uses diffusers' DDPMScheduler to noise chunks; inference runs DDIMScheduler for ``inference_steps``.
+Guidance works in x̂0 space (ALGORITHMS.md): the hook's term is added to the estimated clean chunk â0, the noise is
+recomputed from it, and the scheduler steps with that noise.
+"""
+
+from __future__ import annotations
+
+import torch
+from diffusers.schedulers.scheduling_ddim import DDIMScheduler
+from diffusers.schedulers.scheduling_ddpm import DDPMScheduler
+from torch.nn import functional as F
+from vla_recover.policies.common.backbone import build_backbone
+from vla_recover.policies.common.base import GuidanceHook, Policy
+from vla_recover.policies.diffusion.configuration_diffusion import DiffusionConfig
+
+__all__ = ["DiffusionPolicy"]
+
+
+class DiffusionPolicy(Policy):
+    name = "diffusion"
+    config: DiffusionConfig
+
+    def __init__(self, config: DiffusionConfig, shapes: dict[str, tuple[int, ...]], action_dim: int) -> None:
+        super().__init__(config, shapes, action_dim)
+        self.denoiser = build_backbone(config, action_dim, self.cond_dim)
+        schedule = {
+            "num_train_timesteps": config.train_timesteps,
+            "beta_schedule": config.beta_schedule,
+            "clip_sample": config.clip_sample,
+            "prediction_type": "epsilon",
+        }
+        self.train_scheduler = DDPMScheduler(**schedule)
+        self.sample_scheduler = DDIMScheduler(**schedule)
+
+    def compute_loss(self, batch: dict[str, torch.Tensor], weights: torch.Tensor | None = None) -> torch.Tensor:
+        cond = self.encode_obs(batch)
+        clean = self.normalizer.normalize("action", batch["action"].float())
+        noise = torch.randn_like(clean)
+        steps = torch.randint(0, self.config.train_timesteps, (clean.shape[0],))
+        noisy = self.train_scheduler.add_noise(clean, noise, steps)
+        predicted = self.denoiser(noisy, steps, cond)
+        return self._weighted(F.mse_loss(predicted, noise, reduction="none"), batch, weights)
+
+    def sample_actions(
+        self, cond: torch.Tensor, generator: torch.Generator | None, hook: GuidanceHook | None
+    ) -> torch.Tensor:
+        scheduler = self.sample_scheduler
+        scheduler.set_timesteps(self.config.inference_steps)
+        shape = (cond.shape[0], self.config.action_horizon, self.action_dim)
+        x = torch.randn(shape, generator=generator)
+        alphas = scheduler.alphas_cumprod
+        for index, t in enumerate(scheduler.timesteps):
+            eps = self.denoiser(x, t.expand(shape[0]), cond)
+            if hook is not None:
+                a = alphas[t]
+                clean = (x - (1 - a).sqrt() * eps) / a.sqrt()
+                term = hook(index, x, clean)
+                if term is not None:
+                    eps = (x - a.sqrt() * (clean + term)) / (1 - a).sqrt()
+            x = scheduler.step(eps.detach(), t, x, generator=generator).prev_sample
+        return x

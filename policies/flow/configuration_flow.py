@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from vla_recover.policies.common.base import PolicyConfig
+
+__all__ = ["FlowConfig"]
+
+
+class FlowConfig(PolicyConfig):
+    inference_steps: int = Field(4, ge=1, le=100, description="Euler steps at inference")
+    time_sampling: Literal["uniform", "beta"] = "beta"  # beta(1.5, 1) leans to noisier times, as in pi0

@@ -1,0 +1,190 @@
+"""Closed-loop evaluation of a policy in a sim task: success rate with a 95% Wilson interval.
+
+Episodes run in lockstep batches so every control tick costs one batched forward; a policy executes
+``action_exec`` actions of each predicted chunk before predicting the next.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vla_recover.envs import make_task, resolve_task_name
+from vla_recover.policies import Policy
+from vla_recover.policies.common.encoders import SentenceEmbedder
+
+__all__ = ["evaluate_checkpoint", "evaluate_policy", "wilson_interval"]
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _task_config_for(policy: Policy, task_config: Any) -> dict[str, Any]:
+    cfg = policy.config
+    config = dict(task_config or {})
+    if cfg.image_keys:
+        config.setdefault("cameras", [k.removeprefix("obs.images.") for k in cfg.image_keys])
+        config.setdefault("image_size", policy.shapes[cfg.image_keys[0]][0])
+    return config
+
+
+def check_policy_fits_task(policy: Policy, task: str, task_config: Any = None) -> None:
+    """Raise, naming the key, when the task's observations or actions do not fit the policy."""
+    name = resolve_task_name(task)
+    probe = make_task(name, _task_config_for(policy, task_config))
+    try:
+        cfg = policy.config
+        for key in ([cfg.state_key] if cfg.state_key else []) + list(cfg.image_keys):
+            got = tuple(probe.observation_space[key.removeprefix("obs.")].shape)
+            if got != tuple(policy.shapes[key]):
+                raise ValueError(f"policy input {key!r} has shape {tuple(policy.shapes[key])}, task {name} gives {got}")
+        if probe.action_space.shape != (policy.action_dim,):
+            raise ValueError(f"policy acts in {policy.action_dim} dims, task {name} takes {probe.action_space.shape}")
+    finally:
+        probe.close()
+
+
+def evaluate_policy(
+    policy: Policy,
+    embedder: SentenceEmbedder,
+    task: str,
+    seeds: list[int],
+    batch: int = 25,
+    task_config: Any = None,
+    video_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Roll the policy out once per seed; returns counts, rate, interval and mean episode length."""
+    name = resolve_task_name(task)
+    cfg = policy.config
+    keys = ([cfg.state_key] if cfg.state_key else []) + list(cfg.image_keys)
+    config = _task_config_for(policy, task_config)
+    check_policy_fits_task(policy, name, config)
+    successes, lengths = 0, []
+    for lo in range(0, len(seeds), batch):
+        chunk_seeds = seeds[lo : lo + batch]
+        envs = [make_task(name, config, render_mode="rgb_array" if video_dir else None) for _ in chunk_seeds]
+        results = _run_batch(policy, embedder, envs, chunk_seeds, keys, video_dir)
+        successes += sum(r[0] for r in results)
+        lengths += [r[1] for r in results]
+        for env in envs:
+            env.close()
+    low, high = wilson_interval(successes, len(seeds))
+    return {
+        "task": name,
+        "episodes": len(seeds),
+        "successes": successes,
+        "success_rate": successes / len(seeds),
+        "ci95": [round(low, 4), round(high, 4)],
+        "mean_length": float(np.mean(lengths)),
+    }
+
+
+def _run_batch(
+    policy: Policy,
+    embedder: SentenceEmbedder,
+    envs: list[Any],
+    seeds: list[int],
+    keys: list[str],
+    video_dir: Path | None,
+) -> list[tuple[bool, int]]:
+    cfg = policy.config
+    histories: list[deque[dict[str, np.ndarray]]] = []
+    instructions = []
+    for env, seed in zip(envs, seeds, strict=True):
+        obs, info = env.reset(seed=seed)
+        histories.append(deque([obs] * cfg.obs_horizon, maxlen=cfg.obs_horizon))
+        instructions.append(info["instruction"])
+    language = embedder.embed(instructions) if cfg.use_language else None
+    done = [False] * len(envs)
+    outcome = [(False, 0)] * len(envs)
+    frames: list[list[np.ndarray]] = [[] for _ in envs]
+    plan: list[deque[np.ndarray]] = [deque() for _ in envs]
+    step = 0
+    while not all(done):
+        need = [i for i, d in enumerate(done) if not d and not plan[i]]
+        if need:
+            obs_batch = {
+                k: np.stack([np.stack([o[k.removeprefix("obs.")] for o in histories[i]]) for i in need]) for k in keys
+            }
+            if language is not None:
+                obs_batch["instruction_embedding"] = language[need]
+            chunks = policy.predict_chunk(obs_batch, seed=seeds[need[0]] * 7919 + step)
+            for j, i in enumerate(need):
+                plan[i].extend(chunks[j, : cfg.action_exec])
+        for i, env in enumerate(envs):
+            if done[i]:
+                continue
+            obs, _, terminated, truncated, info = env.step(plan[i].popleft())
+            histories[i].append(obs)
+            if video_dir is not None:
+                frames[i].append(env.render())
+            if terminated or truncated:
+                done[i] = True
+                outcome[i] = (bool(info["is_success"]), step + 1)
+        step += 1
+    if video_dir is not None:
+        import imageio.v3 as iio
+
+        video_dir.mkdir(parents=True, exist_ok=True)
+        for i, seed in enumerate(seeds):
+            label = "success" if outcome[i][0] else "failure"
+            iio.imwrite(video_dir / f"seed{seed}_{label}.mp4", frames[i], fps=20, codec="libx264")
+    return outcome
+
+
+def _worker(
+    directory: str, task: str, seeds: list[int], batch: int, task_config: Any, video_dir: Any
+) -> dict[str, Any]:
+    import torch
+
+    from vla_recover.policies.common.checkpoint import load_policy
+
+    torch.set_num_threads(1)
+    policy, embedder, _ = load_policy(directory)
+    return evaluate_policy(policy, embedder, task, seeds, batch, task_config, video_dir)
+
+
+def evaluate_checkpoint(
+    directory: str | Path,
+    task: str,
+    episodes: int,
+    seed: int,
+    workers: int = 1,
+    batch: int = 25,
+    task_config: Any = None,
+    video_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Evaluate a saved policy on ``episodes`` seeds from ``seed``, split over ``workers`` processes."""
+    seeds = list(range(seed, seed + episodes))
+    shares = [seeds[w::workers] for w in range(workers) if seeds[w::workers]]
+    if len(shares) == 1:
+        results = [_worker(str(directory), task, shares[0], batch, task_config, video_dir)]
+    else:
+        with mp.get_context("spawn").Pool(len(shares)) as pool:
+            results = pool.starmap(
+                _worker, [(str(directory), task, share, batch, task_config, video_dir) for share in shares]
+            )
+    successes = sum(r["successes"] for r in results)
+    low, high = wilson_interval(successes, episodes)
+    mean_length = sum(r["mean_length"] * r["episodes"] for r in results) / episodes
+    return {
+        "task": results[0]["task"],
+        "policy": str(directory),
+        "episodes": episodes,
+        "seed": seed,
+        "successes": successes,
+        "success_rate": successes / episodes,
+        "ci95": [round(low, 4), round(high, 4)],
+        "mean_length": mean_length,
+    }

@@ -1,0 +1,1 @@
+"""Training: one trainer, weighters that turn the store into per-step weights."""

@@ -1,0 +1,241 @@
+"""One trainer for every objective: data selection + a weighter + a policy's weighted loss.
+
+AdamW with linear warm-up then cosine decay, gradient clipping, EMA of weights (on by default). Resuming from a
+checkpoint restores weights, EMA, optimiser moments, the torch and sampler random states and the step, so the loss
+curve after a resume is the one an uninterrupted run draws.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from pydantic import Field
+from safetensors.torch import load_file, save_file
+
+from vla_recover.config import FrozenConfig
+from vla_recover.data import EpisodeStore, WindowSampler, WindowSpec
+from vla_recover.policies import POLICIES, Policy, build_policy
+from vla_recover.policies.common.checkpoint import save_policy
+from vla_recover.policies.common.ema import EMA
+from vla_recover.policies.common.encoders import SentenceEmbedder
+from vla_recover.train.weighting import WEIGHTERS
+
+__all__ = ["TrainConfig", "Trainer"]
+
+
+class DataSelection(FrozenConfig):
+    outcomes: tuple[str, ...] | None = None
+    actors: tuple[str, ...] | None = None
+    segment_kinds: tuple[str, ...] | None = None
+    segment_source: str | None = None
+
+
+class TrainConfig(FrozenConfig):
+    """``vla-recover train``: which policy, on which data, for how long."""
+
+    policy: str = "diffusion"
+    policy_config: dict[str, Any] = Field(default_factory=dict)
+    data: Path = Path("runs/demos")
+    out: Path = Path("runs/train")
+    select: DataSelection = DataSelection()
+    weighter: str = "bc"
+    steps: int = Field(3000, ge=1, le=10_000_000)
+    batch_size: int = Field(256, ge=1, le=65_536)
+    lr: float = Field(3e-4, gt=0.0, le=1.0)
+    weight_decay: float = Field(1e-6, ge=0.0, le=1.0)
+    warmup_steps: int = Field(200, ge=0)
+    grad_clip: float = Field(1.0, gt=0.0)
+    ema: bool = True
+    ema_power: float = Field(0.75, gt=0.0, le=1.0)
+    seed: int = 0
+    log_every: int = Field(25, ge=1)
+    save_every: int = Field(1000, ge=1)
+    eval_every: int = Field(0, ge=0, description="closed-loop evaluation period in steps; 0: only at the end")
+    eval_task: str | None = None
+    eval_episodes: int = Field(20, ge=1)
+    eval_seed: int = Field(100_000, ge=0, description="first held-out seed")
+    threads: int = Field(0, ge=0, description="torch CPU threads; 0: torch's default")
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig) -> None:
+        if config.policy not in POLICIES:
+            POLICIES.get(config.policy)  # raises, listing the valid names
+        self.config = config
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        torch.manual_seed(config.seed)
+        self.store = EpisodeStore(config.data)
+        if len(self.store) == 0:
+            raise ValueError(f"data: store {config.data} holds no episodes")
+        policy_cls_config = POLICIES.get(config.policy).config_cls.model_validate(config.policy_config)
+        specs = self.store.specs()
+        keys = ([policy_cls_config.state_key] if policy_cls_config.state_key else []) + list(
+            policy_cls_config.image_keys
+        )
+        for key in [*keys, "action"]:
+            if key not in specs:
+                raise KeyError(f"policy input {key!r} is not in store {config.data}; keys: {', '.join(sorted(specs))}")
+        shapes = {k: specs[k].shape for k in keys}
+        self.policy: Policy = build_policy(config.policy, config.policy_config, shapes, specs["action"].shape[0])
+        weights = WEIGHTERS.get(config.weighter).load()().weights(self.store)
+        select = config.select
+        self.sampler = WindowSampler(
+            self.store,
+            WindowSpec(tuple(keys), policy_cls_config.obs_horizon, policy_cls_config.action_horizon),
+            outcomes=select.outcomes,
+            actors=select.actors,
+            segment_kinds=select.segment_kinds,
+            segment_source=select.segment_source,
+            step_weights=weights,
+            seed=config.seed,
+        )
+        if len(self.sampler) == 0:
+            raise ValueError(f"select: no step of {config.data} passes the selection {select.model_dump()}")
+        anchors = self.sampler.anchors
+        fit = {k: self.store.read(k)[anchors] for k in self.policy.normalizer.keys}
+        self.policy.fit_normalizer(fit)
+        self.embedder = SentenceEmbedder()
+        self._episode_embedding: np.ndarray | None = None
+        if policy_cls_config.use_language:
+            rows = self.store.episodes()
+            table = self.embedder.embed([r.instruction for r in rows])
+            self._episode_embedding = np.zeros((max(r.id for r in rows) + 1, table.shape[1]), np.float32)
+            self._episode_embedding[[r.id for r in rows]] = table
+        self.optimizer = torch.optim.AdamW(
+            self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.95, 0.999)
+        )
+        self.ema = EMA(self.policy, power=config.ema_power) if config.ema else None
+        self.step = 0
+        self.history: list[dict[str, float]] = []
+
+    # -- training --------------------------------------------------------------------------------------------------
+    def lr_at(self, step: int) -> float:
+        cfg = self.config
+        if step < cfg.warmup_steps:
+            return cfg.lr * (step + 1) / cfg.warmup_steps
+        progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+        return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    def _batch(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        raw = self.sampler.sample(self.config.batch_size)
+        batch = {k: torch.as_tensor(v) for k, v in raw.items() if k not in ("weight", "episode", "index")}
+        if self._episode_embedding is not None:
+            batch["instruction_embedding"] = torch.as_tensor(self._episode_embedding[raw["episode"]])
+        return batch, torch.as_tensor(raw["weight"])
+
+    def train_step(self) -> float:
+        batch, weights = self._batch()
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr_at(self.step)
+        loss = self.policy.compute_loss(batch, weights)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.grad_clip)
+        self.optimizer.step()
+        if self.ema is not None:
+            self.ema.update(self.policy)
+        self.step += 1
+        return float(loss.detach())
+
+    def run(
+        self,
+        on_step: Callable[[int, float], None] | None = None,
+        evaluate: Callable[[Policy, SentenceEmbedder], dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Train to ``config.steps``, logging, checkpointing and evaluating on the way. Returns the final record."""
+        cfg = self.config
+        cfg.out.mkdir(parents=True, exist_ok=True)
+        metrics = (cfg.out / "metrics.jsonl").open("a")
+        start = time.perf_counter()
+        window: list[float] = []
+        try:
+            while self.step < cfg.steps:
+                loss = self.train_step()
+                window.append(loss)
+                if on_step is not None:
+                    on_step(self.step, loss)
+                record: dict[str, Any] = {}
+                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                    record = {"step": self.step, "loss": float(np.mean(window)), "lr": self.lr_at(self.step - 1)}
+                    record["samples_per_s"] = cfg.batch_size * len(window) / max(time.perf_counter() - start, 1e-9)
+                    window, start = [], time.perf_counter()
+                if evaluate is not None and cfg.eval_every and self.step % cfg.eval_every == 0:
+                    record = {"step": self.step, **record, **evaluate(self.inference_policy, self.embedder)}
+                if record:
+                    self.history.append(record)
+                    metrics.write(json.dumps(record) + "\n")
+                    metrics.flush()
+                if self.step % cfg.save_every == 0 or self.step == cfg.steps:
+                    self.save_checkpoint()
+        finally:
+            metrics.close()
+        final: dict[str, Any] = {"step": self.step}
+        if evaluate is not None:
+            final.update(evaluate(self.inference_policy, self.embedder))
+            with (cfg.out / "metrics.jsonl").open("a") as f:
+                f.write(json.dumps({"final": True, **final}) + "\n")
+        save_policy(self.inference_policy, cfg.out / "policy", self.embedder, train_steps=self.step)
+        return final
+
+    @property
+    def inference_policy(self) -> Policy:
+        return self.ema.model if self.ema is not None else self.policy
+
+    # -- checkpoints -------------------------------------------------------------------------------------------------
+    def save_checkpoint(self) -> Path:
+        directory = self.config.out / "checkpoints" / f"step_{self.step:08d}"
+        save_policy(self.inference_policy, directory / "policy", self.embedder, train_steps=self.step)
+        tensors = {f"model.{k}": v.detach().clone().contiguous() for k, v in self.policy.state_dict().items()}
+        if self.ema is not None:
+            tensors.update(
+                {f"ema.{k}": v.detach().clone().contiguous() for k, v in self.ema.model.state_dict().items()}
+            )
+        optimizer_state = self.optimizer.state_dict()
+        for index, state in optimizer_state["state"].items():
+            for name, value in state.items():
+                tensors[f"optimizer.{index}.{name}"] = torch.as_tensor(value).clone().contiguous()
+        tensors["torch_rng"] = torch.get_rng_state()
+        save_file(tensors, str(directory / "train_state.safetensors"))
+        meta = {
+            "step": self.step,
+            "ema_step": self.ema.step if self.ema is not None else 0,
+            "sampler_rng": self.sampler.rng.bit_generator.state,
+            "param_groups": optimizer_state["param_groups"],
+            "config": self.config.model_dump(mode="json"),
+        }
+        (directory / "train_state.json").write_text(json.dumps(meta))
+        (self.config.out / "latest").write_text(directory.name)
+        return directory
+
+    def resume(self, directory: str | Path | None = None) -> bool:
+        """Continue from ``directory`` or the run's latest checkpoint; False when there is none."""
+        if directory is None:
+            latest = self.config.out / "latest"
+            if not latest.is_file():
+                return False
+            directory = self.config.out / "checkpoints" / latest.read_text().strip()
+        directory = Path(directory)
+        tensors = load_file(str(directory / "train_state.safetensors"))
+        meta = json.loads((directory / "train_state.json").read_text())
+        self.policy.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+        if self.ema is not None:
+            self.ema.model.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("ema.")})
+            self.ema.step = meta["ema_step"]
+        state: dict[int, dict[str, torch.Tensor]] = {}
+        for key, value in tensors.items():
+            if key.startswith("optimizer."):
+                _, index, name = key.split(".", 2)
+                state.setdefault(int(index), {})[name] = value
+        self.optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+        torch.set_rng_state(tensors["torch_rng"])
+        self.sampler.rng.bit_generator.state = meta["sampler_rng"]
+        self.step = meta["step"]
+        return True
