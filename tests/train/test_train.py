@@ -76,7 +76,7 @@ def test_bad_training_input_is_named(lift_store: Path, tmp_path: Path) -> None:
         Trainer(small_config(lift_store, tmp_path, select={"outcomes": ["win"]}))
     with pytest.raises(FileNotFoundError, match="no such store"):
         Trainer(small_config(tmp_path / "nothing", tmp_path))
-    with pytest.raises(KeyError, match="policy input 'obs.images.front'"):
+    with pytest.raises(KeyError, match=r"policy input 'obs\.images\.front'"):
         Trainer(small_config(lift_store, tmp_path, policy_config={"image_keys": ["obs.images.front"]}))
     result = runner.invoke(app, ["eval", "--policy", str(tmp_path), "--task", "LiftCube", "--episodes", "1"])
     assert result.exit_code == 2 and "not a policy checkpoint" in result.output
