@@ -1,0 +1,132 @@
+"""Policy speed: training samples/s and per-chunk inference latency, ours against LeRobot's DiffusionPolicy.
+
+In one run on the same CPU: our diffusion policy (DDIM, 10 steps), our flow policy (4 Euler steps) and LeRobot
+0.4.4's DiffusionPolicy at the same size (state only, same UNet widths, horizon and observation steps), the last in
+the separate LeRobot venv (``bash scripts/install_lerobot_venv.sh``). Last line: one JSON object.
+
+    python benchmarks/policy_speed.py [--train-steps 20] [--batch 256] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from vla_recover.policies import build_policy
+
+ROOT = Path(__file__).resolve().parents[1]
+LEROBOT_PYTHON = ROOT / ".venv-lerobot" / "bin" / "python"
+
+
+def measure_ours(name: str, args: argparse.Namespace, inference_steps: int) -> dict[str, Any]:
+    torch.manual_seed(0)
+    config = {
+        "down_dims": args.down_dims,
+        "action_horizon": args.horizon,
+        "obs_horizon": args.obs_steps,
+        "action_exec": args.action_exec,
+        "inference_steps": inference_steps,
+    }
+    policy = build_policy(name, config, {"obs.state": (args.state_dim,)}, args.action_dim)
+    rng = np.random.default_rng(0)
+    policy.fit_normalizer(
+        {"obs.state": rng.normal(size=(100, args.state_dim)), "action": rng.normal(size=(100, args.action_dim))}
+    )
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)
+    b = args.batch
+    batch = {
+        "obs.state": torch.randn(b, args.obs_steps, args.state_dim),
+        "action": torch.randn(b, args.horizon, args.action_dim),
+        "action_is_pad": torch.zeros(b, args.horizon, dtype=torch.bool),
+    }
+    policy.train()
+    for step in range(args.warmup + args.train_steps):
+        if step == args.warmup:
+            start = time.perf_counter()
+        loss = policy.compute_loss(batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    samples_per_s = b * args.train_steps / (time.perf_counter() - start)
+    latency = {}
+    for size in args.inference_batches:
+        obs = {"obs.state": torch.randn(size, args.obs_steps, args.state_dim)}
+        policy.predict_chunk(obs, seed=0)
+        start = time.perf_counter()
+        for i in range(args.inference_repeats):
+            policy.predict_chunk(obs, seed=i)
+        latency[str(size)] = (time.perf_counter() - start) / args.inference_repeats * 1000
+    params = sum(p.numel() for p in policy.parameters())
+    return {"params": params, "train_samples_per_s": samples_per_s, "chunk_latency_ms": latency}
+
+
+def measure_lerobot(args: argparse.Namespace) -> dict[str, Any] | None:
+    if not LEROBOT_PYTHON.exists():
+        return None
+    payload = {
+        "state_dim": args.state_dim, "action_dim": args.action_dim, "horizon": args.horizon,
+        "obs_steps": args.obs_steps, "action_exec": args.action_exec, "down_dims": args.down_dims,
+        "inference_steps": 10, "batch": args.batch, "warmup": args.warmup, "train_steps": args.train_steps,
+        "inference_batches": args.inference_batches, "inference_repeats": args.inference_repeats,
+        "threads": args.threads,
+    }  # fmt: skip
+    script = ROOT / "benchmarks" / "lerobot_policy_side.py"
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    output = subprocess.run(
+        [str(LEROBOT_PYTHON), str(script), json.dumps(payload)], capture_output=True, text=True, env=env, check=True
+    )
+    return json.loads(output.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--train-steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--inference-repeats", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    args.state_dim, args.action_dim, args.horizon, args.obs_steps, args.action_exec = 26, 5, 16, 2, 8
+    args.down_dims = [64, 128, 256]
+    args.inference_batches = [1, 12]
+    torch.set_num_threads(args.threads)
+
+    results: dict[str, Any] = {
+        "diffusion_ddim10": measure_ours("diffusion", args, 10),
+        "flow_euler4": measure_ours("flow", args, 4),
+    }
+    for name, row in results.items():
+        print(f"{name}: {row}", flush=True)
+    lerobot = measure_lerobot(args)
+    if lerobot is None:
+        results["lerobot_diffusion_ddim10"] = {"skipped": "no .venv-lerobot (bash scripts/install_lerobot_venv.sh)"}
+    else:
+        print(f"lerobot_diffusion_ddim10: {lerobot}", flush=True)
+        results["lerobot_diffusion_ddim10"] = lerobot
+        ours_diffusion, ours_flow = results["diffusion_ddim10"], results["flow_euler4"]
+        results["ratios"] = {
+            "train_throughput_diffusion_vs_lerobot": ours_diffusion["train_samples_per_s"]
+            / lerobot["train_samples_per_s"],
+            "train_throughput_flow_vs_lerobot": ours_flow["train_samples_per_s"] / lerobot["train_samples_per_s"],
+            **{
+                f"flow_latency_vs_lerobot_batch{b}": ours_flow["chunk_latency_ms"][b] / lerobot["chunk_latency_ms"][b]
+                for b in ("1", "12")
+            },
+            **{
+                f"diffusion_latency_vs_lerobot_batch{b}": ours_diffusion["chunk_latency_ms"][b]
+                / lerobot["chunk_latency_ms"][b]
+                for b in ("1", "12")
+            },
+        }
+    print(json.dumps({"benchmark": "policy_speed", "batch": args.batch, "threads": args.threads, **results}))
+
+
+if __name__ == "__main__":
+    main()
