@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from vla_recover.envs import TASKS, make_expert, make_task
 from vla_recover.envs.config import MujocoTaskConfig
 

@@ -14,6 +14,8 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
 import gymnasium as gym
+
+from vla_recover.config import load_yaml, validate_config
 from vla_recover.envs.config import TaskConfig
 from vla_recover.envs.expert import ExpertConfig
 from vla_recover.envs.robosuite.config import (
@@ -24,8 +26,6 @@ from vla_recover.envs.robosuite.config import (
 from vla_recover.envs.tasks.lift import LiftCubeConfig
 from vla_recover.envs.tasks.peg_insert import PegInsertConfig
 from vla_recover.envs.tasks.pick_place import PickPlaceBinConfig
-
-from vla_recover.config import load_yaml, validate_config
 from vla_recover.registry import Registry, UnknownNameError
 
 __all__ = ["EXPERTS", "TASKS", "gym_id", "load_task_config", "make_expert", "make_task", "resolve_task_name"]

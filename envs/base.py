@@ -19,11 +19,11 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import mujoco
 import numpy as np
+
+from vla_recover.config import validate_config
 from vla_recover.envs.config import MujocoTaskConfig
 from vla_recover.envs.failures import FailureInjector
 from vla_recover.envs.mjcf import FINGER_OPEN, GRIPPER_HOME, TCP_BELOW_PALM
-
-from vla_recover.config import validate_config
 
 __all__ = ["MujocoTaskEnv", "SimState", "TaskStatus"]
 

@@ -11,10 +11,10 @@ import abc
 
 import numpy as np
 from pydantic import Field
-from vla_recover.envs.base import MujocoTaskEnv
-from vla_recover.envs.mjcf import FINGER_OPEN
 
 from vla_recover.config import FrozenConfig, validate_config
+from vla_recover.envs.base import MujocoTaskEnv
+from vla_recover.envs.mjcf import FINGER_OPEN
 
 __all__ = ["ExpertConfig", "ScriptedExpert", "wrap_angle"]
 

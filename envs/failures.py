@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from vla_recover.envs.config import FailureSpec
 
 __all__ = ["DEFAULT_DURATION", "DEFAULT_MAGNITUDE", "FailureEvent", "FailureInjector"]

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from vla_recover.config import validate_config
 from vla_recover.policies.common.base import GuidanceHook, Policy, PolicyConfig
 from vla_recover.policies.diffusion.configuration_diffusion import DiffusionConfig
 from vla_recover.policies.flow.configuration_flow import FlowConfig
-
-from vla_recover.config import validate_config
 from vla_recover.registry import Registry
 
 __all__ = ["POLICIES", "GuidanceHook", "Policy", "PolicyConfig", "build_policy"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vla_recover.envs import load_task_config
 
 from vla_recover.config import load_yaml, validate_config
+from vla_recover.envs import load_task_config
 from vla_recover.rollout import CollectConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

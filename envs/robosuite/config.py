@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
+
 from vla_recover.envs.config import TaskConfig
 
 __all__ = [

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field
+
 from vla_recover.envs.base import MujocoTaskEnv, TaskStatus
 from vla_recover.envs.config import MujocoTaskConfig
 from vla_recover.envs.expert import ScriptedExpert

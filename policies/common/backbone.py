@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from torch import nn
+
 from vla_recover.policies.common.base import PolicyConfig
 from vla_recover.policies.common.transformer import ChunkTransformer
 from vla_recover.policies.common.unet1d import ConditionalUnet1D

@@ -14,10 +14,10 @@ import numpy as np
 import torch
 from pydantic import Field, model_validator
 from torch import nn
-from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder
-from vla_recover.policies.common.normalizer import Normalizer
 
 from vla_recover.config import FrozenConfig
+from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder
+from vla_recover.policies.common.normalizer import Normalizer
 
 __all__ = ["GuidanceHook", "Policy", "PolicyConfig"]
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+
 from vla_recover.policies.common.base import Policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
 

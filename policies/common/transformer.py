@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+
 from vla_recover.policies.common.unet1d import SinusoidalEmbedding
 
 __all__ = ["ChunkTransformer"]

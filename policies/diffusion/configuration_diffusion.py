@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
+
 from vla_recover.policies.common.base import PolicyConfig
 
 __all__ = ["DiffusionConfig"]

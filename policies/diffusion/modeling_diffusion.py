@@ -11,6 +11,7 @@ import torch
 from diffusers.schedulers.scheduling_ddim import DDIMScheduler
 from diffusers.schedulers.scheduling_ddpm import DDPMScheduler
 from torch.nn import functional as F
+
 from vla_recover.policies.common.backbone import build_backbone
 from vla_recover.policies.common.base import GuidanceHook, Policy
 from vla_recover.policies.diffusion.configuration_diffusion import DiffusionConfig

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 from torch.nn import functional as F
+
 from vla_recover.policies.common.backbone import build_backbone
 from vla_recover.policies.common.base import GuidanceHook, Policy
 from vla_recover.policies.flow.configuration_flow import FlowConfig

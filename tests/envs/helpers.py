@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from vla_recover.envs import make_expert, make_task
 from vla_recover.envs.expert import ExpertConfig
 

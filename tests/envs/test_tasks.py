@@ -5,11 +5,11 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from vla_recover.envs import TASKS, gym_id, make_expert, make_task
-from vla_recover.envs.config import MujocoTaskConfig
 
 from tests.envs.helpers import run_expert
 from vla_recover.config import ConfigError
+from vla_recover.envs import TASKS, gym_id, make_expert, make_task
+from vla_recover.envs.config import MujocoTaskConfig
 from vla_recover.registry import UnknownNameError
 
 MJCF_TASKS = [e.name for e in TASKS if issubclass(e.config_cls, MujocoTaskConfig)]

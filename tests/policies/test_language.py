@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
 

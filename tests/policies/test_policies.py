@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
+from vla_recover.config import ConfigError
 from vla_recover.policies import POLICIES, build_policy
 from vla_recover.policies.common.checkpoint import load_policy, save_policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
-
-from vla_recover.config import ConfigError
 
 NAMES = POLICIES.names()
 SHAPES = {"obs.state": (6,)}
