@@ -14,7 +14,18 @@ runner = CliRunner()
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["tasks"], ["render"], ["collect"], ["store"], ["store", "info"], ["store", "check"]]
+    "command",
+    [
+        [],
+        ["tasks"],
+        ["render"],
+        ["collect"],
+        ["store"],
+        ["store", "info"],
+        ["store", "check"],
+        ["export", "lerobot"],
+        ["import", "lerobot"],
+    ],
 )
 def test_every_command_has_help(command: list[str]) -> None:
     result = runner.invoke(app, [*command, "--help"])

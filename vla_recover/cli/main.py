@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from vla_recover.cli import collect, tasks, train
+from vla_recover.cli.interop import export_app, import_app
 from vla_recover.cli.store import store_app
 
 app = typer.Typer(
@@ -18,6 +19,8 @@ app.command("tasks")(tasks.list_tasks)
 app.command("render")(tasks.render)
 app.command("collect")(collect.collect)
 app.add_typer(store_app, name="store")
+app.add_typer(export_app, name="export")
+app.add_typer(import_app, name="import")
 app.command("train")(train.train)
 app.command("eval")(train.evaluate)
 
