@@ -25,11 +25,29 @@ from vla_recover.envs.config import MujocoTaskConfig
 from vla_recover.envs.failures import FailureInjector
 from vla_recover.envs.mjcf import FINGER_OPEN, GRIPPER_HOME, TCP_BELOW_PALM
 
-__all__ = ["MujocoTaskEnv", "SimState", "TaskStatus"]
+__all__ = ["MujocoTaskEnv", "SimState", "TaskStatus", "gripper_command", "gripper_target"]
 
 _FULL_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
 _HOME = np.array(GRIPPER_HOME)
 _TCP_OFFSET = np.array([0.0, 0.0, -TCP_BELOW_PALM])
+
+
+GRIPPER_BAND = 0.25  # commands at or beyond ±GRIPPER_BAND fully close / open the gripper
+
+
+def gripper_target(command: float) -> float:
+    """Finger half-opening for a gripper command in [-1, 1] (+1 closed).
+
+    Commands past ±GRIPPER_BAND saturate, as a parallel gripper's open/close button does, so a learned policy's
+    0.7 grips as firmly as a demonstrator's 1.0; the narrow band between maps linearly for fine control.
+    """
+    fraction = (GRIPPER_BAND - command) / (2.0 * GRIPPER_BAND)
+    return FINGER_OPEN * min(1.0, max(0.0, fraction))
+
+
+def gripper_command(target: float) -> float:
+    """The command whose finger target is ``target`` (inverse of :func:`gripper_target` inside the band)."""
+    return GRIPPER_BAND - 2.0 * GRIPPER_BAND * target / FINGER_OPEN
 
 
 @dataclass(frozen=True)
@@ -55,7 +73,7 @@ class MujocoTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray], abc.ABC):
     """A gantry-gripper task in MJCF. Subclasses define the scene, phases, instructions and ground truth.
 
     Action (5,) in [-1, 1]: end-effector deltas ``dx, dy, dz`` (scaled by ``MAX_TRANSLATION`` m), ``dyaw``
-    (scaled by ``MAX_ROTATION`` rad) and the gripper command (-1 open … +1 closed).
+    (scaled by ``MAX_ROTATION`` rad) and the gripper command (-1 open … +1 closed, see :func:`gripper_target`).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}  # noqa: RUF012 (gymnasium's convention)
@@ -230,7 +248,7 @@ class MujocoTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray], abc.ABC):
         self.data.ctrl[:3] = np.clip(target, self.model.actuator_ctrlrange[:3, 0], self.model.actuator_ctrlrange[:3, 1])
         yaw = qpos[self._arm_qpos[3]] + action[3] * self.MAX_ROTATION
         self.data.ctrl[3] = np.clip(yaw, *self.model.actuator_ctrlrange[3])
-        self.data.ctrl[4:6] = FINGER_OPEN * (1.0 - action[4]) / 2.0
+        self.data.ctrl[4:6] = gripper_target(action[4])
 
     def _object_half_width(self, body_id: int) -> float:
         return float(self.model.geom_size[self.model.body_geomadr[body_id], :2].min())
@@ -239,8 +257,7 @@ class MujocoTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray], abc.ABC):
         """Gripper command whose finger target sits 4 mm outside the object's faces."""
         if self._object_body < 0:
             return -1.0
-        opening = self._object_half_width(self._object_body) + 0.004
-        return 1.0 - 2.0 * opening / FINGER_OPEN
+        return gripper_command(self._object_half_width(self._object_body) + 0.004)
 
     def _away_from_gripper(self) -> np.ndarray:
         if self._object_body < 0:
