@@ -37,7 +37,10 @@ class FailureSpec(FrozenConfig):
         description="steps the effect lasts; None: the kind's default (pose_shift is instantaneous)",
     )
     magnitude: float | None = Field(
-        None, gt=0.0, description="N for slip/push, action std for actuator_noise, metres for pose_shift"
+        None,
+        gt=0.0,
+        description="N on a 50 g object for slip/push (tasks scale it by their object's mass), "
+        "action std for actuator_noise, metres for pose_shift",
     )
 
     @field_validator("delay")
