@@ -25,7 +25,15 @@ from vla_recover.envs.config import MujocoTaskConfig
 from vla_recover.envs.failures import FailureInjector
 from vla_recover.envs.mjcf import FINGER_OPEN, GRIPPER_HOME, TCP_BELOW_PALM
 
-__all__ = ["MujocoTaskEnv", "SimState", "TaskStatus", "gripper_command", "gripper_target"]
+__all__ = [
+    "MujocoTaskEnv",
+    "SimState",
+    "TaskStatus",
+    "capture_physics",
+    "gripper_command",
+    "gripper_target",
+    "restore_physics",
+]
 
 _FULL_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
 _HOME = np.array(GRIPPER_HOME)
@@ -48,6 +56,20 @@ def gripper_target(command: float) -> float:
 def gripper_command(target: float) -> float:
     """The command whose finger target is ``target`` (inverse of :func:`gripper_target` inside the band)."""
     return GRIPPER_BAND - 2.0 * GRIPPER_BAND * target / FINGER_OPEN
+
+
+def capture_physics(model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:
+    """MuJoCo's full integration state (warm start included): what bit-exact replay needs."""
+    physics = np.empty(mujoco.mj_stateSize(model, _FULL_STATE), dtype=np.float64)
+    mujoco.mj_getState(model, data, physics, _FULL_STATE)
+    return physics
+
+
+def restore_physics(model: mujoco.MjModel, data: mujoco.MjData, physics: np.ndarray) -> None:
+    expected = mujoco.mj_stateSize(model, _FULL_STATE)
+    if physics.shape != (expected,):
+        raise ValueError(f"state.physics: expected shape ({expected},), got {physics.shape}")
+    mujoco.mj_setState(model, data, physics, _FULL_STATE)
 
 
 @dataclass(frozen=True)
@@ -304,19 +326,14 @@ class MujocoTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray], abc.ABC):
 
     # -- state save / restore ------------------------------------------------------------------------------------
     def get_state(self) -> SimState:
-        size = mujoco.mj_stateSize(self.model, _FULL_STATE)
-        physics = np.empty(size, dtype=np.float64)
-        mujoco.mj_getState(self.model, self.data, physics, _FULL_STATE)
+        physics = capture_physics(self.model, self.data)
         task = copy.deepcopy(self._task)
         task["_failures"] = self._injector.state_dict()
         return SimState(physics, self._step, copy.deepcopy(dict(self.np_random.bit_generator.state)), task)
 
     def set_state(self, state: SimState) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Restore ``state`` exactly; returns the observation and info at that instant."""
-        expected = mujoco.mj_stateSize(self.model, _FULL_STATE)
-        if state.physics.shape != (expected,):
-            raise ValueError(f"state.physics: expected shape ({expected},), got {state.physics.shape}")
-        mujoco.mj_setState(self.model, self.data, state.physics, _FULL_STATE)
+        restore_physics(self.model, self.data, state.physics)
         mujoco.mj_forward(self.model, self.data)
         self.np_random.bit_generator.state = copy.deepcopy(dict(state.rng))
         task = copy.deepcopy(state.task)

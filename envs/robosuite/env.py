@@ -23,7 +23,7 @@ import mujoco
 import numpy as np
 
 from vla_recover.config import ConfigError, validate_config
-from vla_recover.envs.base import SimState, TaskStatus
+from vla_recover.envs.base import SimState, TaskStatus, capture_physics, restore_physics
 from vla_recover.envs.failures import FailureInjector
 from vla_recover.envs.robosuite import phases
 from vla_recover.envs.robosuite.config import (
@@ -35,7 +35,6 @@ from vla_recover.envs.robosuite.config import (
 
 __all__ = ["RobosuiteLiftEnv", "RobosuiteNutAssemblySquareEnv", "RobosuitePickPlaceCanEnv", "RobosuiteTaskEnv"]
 
-_FULL_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
 CAMERAS = {"front": "agentview", "side": "sideview", "wrist": "robot0_eye_in_hand"}
 # Attributes of robosuite's part controllers that carry over from one step to the next.
 _CONTROLLER_ATTRS = ("goal_pos", "goal_ori", "initial_joint", "goal_qvel", "kp", "kd", "_goal_update_mode")
@@ -349,9 +348,7 @@ class RobosuiteTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._suite.cur_time, self._suite.timestep = state["time"]
 
     def get_state(self) -> SimState:
-        size = mujoco.mj_stateSize(self._model, _FULL_STATE)
-        physics = np.empty(size, dtype=np.float64)
-        mujoco.mj_getState(self._model, self._data, physics, _FULL_STATE)
+        physics = capture_physics(self._model, self._data)
         task = copy.deepcopy(self._task)
         task["_failures"] = self._injector.state_dict()
         task["_controller"] = self._controller_state()
@@ -359,12 +356,9 @@ class RobosuiteTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def set_state(self, state: SimState) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Restore ``state`` exactly; returns the observation and info at that instant."""
-        expected = mujoco.mj_stateSize(self._model, _FULL_STATE)
-        if state.physics.shape != (expected,):
-            raise ValueError(f"state.physics: expected shape ({expected},), got {state.physics.shape}")
         if "_controller" not in state.task:
             raise ValueError("state.task: missing '_controller'; the state was not saved by a robosuite task")
-        mujoco.mj_setState(self._model, self._data, state.physics, _FULL_STATE)
+        restore_physics(self._model, self._data, state.physics)
         self._sim.forward()
         self.np_random.bit_generator.state = copy.deepcopy(state.rng)
         task = copy.deepcopy(state.task)
