@@ -33,6 +33,7 @@ __all__ = [
     "gripper_command",
     "gripper_target",
     "restore_physics",
+    "step_info",
 ]
 
 _FULL_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
@@ -70,6 +71,28 @@ def restore_physics(model: mujoco.MjModel, data: mujoco.MjData, physics: np.ndar
     if physics.shape != (expected,):
         raise ValueError(f"state.physics: expected shape ({expected},), got {physics.shape}")
     mujoco.mj_setState(model, data, physics, _FULL_STATE)
+
+
+def step_info(
+    status: TaskStatus,
+    phases: tuple[str, ...],
+    fired: list[Any],
+    injector: FailureInjector,
+    instruction: str,
+    step: int,
+) -> dict[str, Any]:
+    """The per-step ground truth every task reports in ``info``."""
+    progress = 1.0 if status.success else (status.phase_index + status.fraction) / len(phases)
+    return {
+        "phase": phases[status.phase_index],
+        "phase_index": status.phase_index,
+        "progress": float(np.clip(progress, 0.0, 1.0)),
+        "is_success": status.success,
+        "failure": fired[0].kind if fired else "",
+        "failures": injector.events,
+        "instruction": instruction,
+        "step": step,
+    }
 
 
 @dataclass(frozen=True)
@@ -311,18 +334,7 @@ class MujocoTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray], abc.ABC):
         return obs
 
     def _info(self, fired: list[Any]) -> dict[str, Any]:
-        status = self._status
-        progress = 1.0 if status.success else (status.phase_index + status.fraction) / len(self.PHASES)
-        return {
-            "phase": self.PHASES[status.phase_index],
-            "phase_index": status.phase_index,
-            "progress": float(np.clip(progress, 0.0, 1.0)),
-            "is_success": status.success,
-            "failure": fired[0].kind if fired else "",
-            "failures": self._injector.events,
-            "instruction": self.instruction,
-            "step": self._step,
-        }
+        return step_info(self._status, self.PHASES, fired, self._injector, self.instruction, self._step)
 
     # -- state save / restore ------------------------------------------------------------------------------------
     def get_state(self) -> SimState:

@@ -23,7 +23,7 @@ import mujoco
 import numpy as np
 
 from vla_recover.config import ConfigError, validate_config
-from vla_recover.envs.base import SimState, TaskStatus, capture_physics, restore_physics
+from vla_recover.envs.base import SimState, TaskStatus, capture_physics, restore_physics, step_info
 from vla_recover.envs.failures import FailureInjector
 from vla_recover.envs.robosuite import phases
 from vla_recover.envs.robosuite.config import (
@@ -316,18 +316,7 @@ class RobosuiteTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return obs
 
     def _info(self, fired: list[Any]) -> dict[str, Any]:
-        status = self._status
-        progress = 1.0 if status.success else (status.phase_index + status.fraction) / len(self.PHASES)
-        return {
-            "phase": self.PHASES[status.phase_index],
-            "phase_index": status.phase_index,
-            "progress": float(np.clip(progress, 0.0, 1.0)),
-            "is_success": status.success,
-            "failure": fired[0].kind if fired else "",
-            "failures": self._injector.events,
-            "instruction": self.instruction,
-            "step": self._step,
-        }
+        return step_info(self._status, self.PHASES, fired, self._injector, self.instruction, self._step)
 
     # -- state save / restore ------------------------------------------------------------------------------------
     def _controller_state(self) -> dict[str, Any]:
