@@ -29,3 +29,14 @@ def test_collect_presets_validate(path: Path) -> None:
 def test_collect_default_preset_is_the_embedded_default() -> None:
     preset = validate_config(CollectConfig, load_yaml(CONFIGS / "collect" / "default.yaml"))
     assert preset == CollectConfig()
+
+
+@pytest.mark.parametrize("path", sorted((CONFIGS / "train").glob("*.yaml")), ids=lambda p: p.name)
+def test_train_presets_validate(path: Path) -> None:
+    from vla_recover.policies import POLICIES
+    from vla_recover.train.trainer import TrainConfig
+
+    config = validate_config(TrainConfig, load_yaml(path), source=str(path))
+    validate_config(POLICIES.get(config.policy).config_cls, config.policy_config, source=str(path))
+    if config.eval_task:
+        load_task_config(config.eval_task)
