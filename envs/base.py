@@ -30,6 +30,7 @@ __all__ = [
     "SimState",
     "TaskStatus",
     "capture_physics",
+    "checked_action",
     "gripper_command",
     "gripper_target",
     "restore_physics",
@@ -57,6 +58,16 @@ def gripper_target(command: float) -> float:
 def gripper_command(target: float) -> float:
     """The command whose finger target is ``target`` (inverse of :func:`gripper_target` inside the band)."""
     return GRIPPER_BAND - 2.0 * GRIPPER_BAND * target / FINGER_OPEN
+
+
+def checked_action(action: np.ndarray, dim: int) -> np.ndarray:
+    """The action as a flat float64 array, or a ValueError naming what is wrong with it."""
+    action = np.asarray(action, dtype=np.float64).reshape(-1)
+    if action.shape != (dim,):
+        raise ValueError(f"action: expected shape ({dim},), got {action.shape}")
+    if not np.all(np.isfinite(action)):
+        raise ValueError(f"action: contains NaN or Inf: {action.tolist()}")
+    return action
 
 
 def capture_physics(model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:
@@ -263,11 +274,7 @@ class MujocoTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray], abc.ABC):
         return self._observe(), self._info(fired=[])
 
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        action = np.asarray(action, dtype=np.float64).reshape(-1)
-        if action.shape != (5,):
-            raise ValueError(f"action: expected shape (5,), got {action.shape}")
-        if not np.all(np.isfinite(action)):
-            raise ValueError(f"action: contains NaN or Inf: {action.tolist()}")
+        action = checked_action(action, 5)
         rng = self.np_random
         fired = self._injector.begin_step(self._step, self._status.phase_index, rng, self._away_from_gripper())
         shift = self._injector.pose_shift()

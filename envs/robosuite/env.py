@@ -23,7 +23,7 @@ import mujoco
 import numpy as np
 
 from vla_recover.config import ConfigError, validate_config
-from vla_recover.envs.base import SimState, TaskStatus, capture_physics, restore_physics, step_info
+from vla_recover.envs.base import SimState, TaskStatus, capture_physics, checked_action, restore_physics, step_info
 from vla_recover.envs.failures import FailureInjector
 from vla_recover.envs.robosuite import phases
 from vla_recover.envs.robosuite.config import (
@@ -248,11 +248,7 @@ class RobosuiteTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._sim.forward()
 
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        action = np.asarray(action, dtype=np.float64).reshape(-1)
-        if action.shape != (7,):
-            raise ValueError(f"action: expected shape (7,), got {action.shape}")
-        if not np.all(np.isfinite(action)):
-            raise ValueError(f"action: contains NaN or Inf: {action.tolist()}")
+        action = checked_action(action, 7)
         rng = self.np_random
         fired = self._injector.begin_step(self._step, self._status.phase_index, rng, self._away_from_gripper())
         shift = self._injector.pose_shift()
