@@ -2,14 +2,17 @@
 
 In one run on the same CPU: our diffusion policy (DDIM, 10 steps), our flow policy (4 Euler steps) and LeRobot
 0.4.4's DiffusionPolicy at the same size (state only, same UNet widths, horizon and observation steps), the last in
-the separate LeRobot venv (``bash scripts/install_lerobot_venv.sh``). Last line: one JSON object.
+the separate LeRobot venv (``bash scripts/install_lerobot_venv.sh``). Ours train with the trainer's optimizer. The
+policies are measured eager and again after ``compile_backbone`` (the compile runs in the warm-up steps).
+Last line: one JSON object.
 
-    python benchmarks/policy_speed.py [--train-steps 20] [--batch 256] [--threads 2]
+    python benchmarks/policy_speed.py [--train-steps 30] [--batch 256] [--threads 2] [--no-compile]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import subprocess
 import time
@@ -19,10 +22,43 @@ from typing import Any
 import numpy as np
 import torch
 
-from vla_recover.policies import build_policy
+from vla_recover.policies import Policy, build_policy
+from vla_recover.train.trainer import make_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 LEROBOT_PYTHON = ROOT / ".venv-lerobot" / "bin" / "python"
+
+
+def measure_latency(policy: Policy, args: argparse.Namespace) -> dict[str, float]:
+    latency = {}
+    for size in args.inference_batches:
+        obs = {"obs.state": torch.randn(size, args.obs_steps, args.state_dim)}
+        policy.predict_chunk(obs, seed=0)
+        start = time.perf_counter()
+        for i in range(args.inference_repeats):
+            policy.predict_chunk(obs, seed=i)
+        latency[str(size)] = (time.perf_counter() - start) / args.inference_repeats * 1000
+    return latency
+
+
+def measure_training(policy: Policy, args: argparse.Namespace) -> float:
+    """Samples/s over ``train_steps`` steps after ``warmup`` steps (which absorb any compile)."""
+    optimizer = make_optimizer(policy, lr=1e-4, weight_decay=1e-6)
+    b = args.batch
+    batch = {
+        "obs.state": torch.randn(b, args.obs_steps, args.state_dim),
+        "action": torch.randn(b, args.horizon, args.action_dim),
+        "action_is_pad": torch.zeros(b, args.horizon, dtype=torch.bool),
+    }
+    policy.train()
+    for step in range(args.warmup + args.train_steps):
+        if step == args.warmup:
+            start = time.perf_counter()
+        loss = policy.compute_loss(batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return b * args.train_steps / (time.perf_counter() - start)
 
 
 def measure_ours(name: str, args: argparse.Namespace, inference_steps: int) -> dict[str, Any]:
@@ -39,32 +75,18 @@ def measure_ours(name: str, args: argparse.Namespace, inference_steps: int) -> d
     policy.fit_normalizer(
         {"obs.state": rng.normal(size=(100, args.state_dim)), "action": rng.normal(size=(100, args.action_dim))}
     )
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)
-    b = args.batch
-    batch = {
-        "obs.state": torch.randn(b, args.obs_steps, args.state_dim),
-        "action": torch.randn(b, args.horizon, args.action_dim),
-        "action_is_pad": torch.zeros(b, args.horizon, dtype=torch.bool),
+    row: dict[str, Any] = {
+        "params": sum(p.numel() for p in policy.parameters()),
+        "train_samples_per_s": measure_training(policy, args),
+        "chunk_latency_ms": measure_latency(policy, args),
     }
-    policy.train()
-    for step in range(args.warmup + args.train_steps):
-        if step == args.warmup:
-            start = time.perf_counter()
-        loss = policy.compute_loss(batch)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    samples_per_s = b * args.train_steps / (time.perf_counter() - start)
-    latency = {}
-    for size in args.inference_batches:
-        obs = {"obs.state": torch.randn(size, args.obs_steps, args.state_dim)}
-        policy.predict_chunk(obs, seed=0)
-        start = time.perf_counter()
-        for i in range(args.inference_repeats):
-            policy.predict_chunk(obs, seed=i)
-        latency[str(size)] = (time.perf_counter() - start) / args.inference_repeats * 1000
-    params = sum(p.numel() for p in policy.parameters())
-    return {"params": params, "train_samples_per_s": samples_per_s, "chunk_latency_ms": latency}
+    if args.compile:  # training and inference compile apart, as they run in different processes
+        inference_policy = copy.deepcopy(policy)
+        policy.compile_backbone()
+        row["compiled_train_samples_per_s"] = measure_training(policy, args)
+        inference_policy.compile_backbone()
+        row["compiled_chunk_latency_ms"] = measure_latency(inference_policy, args)
+    return row
 
 
 def measure_lerobot(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -88,9 +110,10 @@ def measure_lerobot(args: argparse.Namespace) -> dict[str, Any] | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--train-steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--inference-repeats", type=int, default=20)
+    parser.add_argument("--train-steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--inference-repeats", type=int, default=30)
+    parser.add_argument("--no-compile", dest="compile", action="store_false", help="measure eager only")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     args.state_dim, args.action_dim, args.horizon, args.obs_steps, args.action_exec = 26, 5, 16, 2, 8
@@ -111,13 +134,26 @@ def main() -> None:
         print(f"lerobot_diffusion_ddim10: {lerobot}", flush=True)
         results["lerobot_diffusion_ddim10"] = lerobot
         ours_diffusion, ours_flow = results["diffusion_ddim10"], results["flow_euler4"]
+        compiled = {
+            f"compiled_train_throughput_{name}_vs_lerobot": row["compiled_train_samples_per_s"]
+            / lerobot["train_samples_per_s"]
+            for name, row in (("diffusion", ours_diffusion), ("flow", ours_flow))
+            if "compiled_train_samples_per_s" in row
+        }
         results["ratios"] = {
+            **compiled,
             "train_throughput_diffusion_vs_lerobot": ours_diffusion["train_samples_per_s"]
             / lerobot["train_samples_per_s"],
             "train_throughput_flow_vs_lerobot": ours_flow["train_samples_per_s"] / lerobot["train_samples_per_s"],
             **{
                 f"flow_latency_vs_lerobot_batch{b}": ours_flow["chunk_latency_ms"][b] / lerobot["chunk_latency_ms"][b]
                 for b in ("1", "12")
+            },
+            **{
+                f"compiled_flow_latency_vs_lerobot_batch{b}": ours_flow["compiled_chunk_latency_ms"][b]
+                / lerobot["chunk_latency_ms"][b]
+                for b in ("1", "12")
+                if "compiled_chunk_latency_ms" in ours_flow
             },
             **{
                 f"diffusion_latency_vs_lerobot_batch{b}": ours_diffusion["chunk_latency_ms"][b]

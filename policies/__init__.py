@@ -11,6 +11,7 @@ from vla_recover.config import validate_config
 from vla_recover.policies.common.base import GuidanceHook, Policy, PolicyConfig
 from vla_recover.policies.diffusion.configuration_diffusion import DiffusionConfig
 from vla_recover.policies.flow.configuration_flow import FlowConfig
+from vla_recover.policies.lerobot.configuration_lerobot import LeRobotDiffusionConfig
 from vla_recover.registry import Registry
 
 __all__ = ["POLICIES", "GuidanceHook", "Policy", "PolicyConfig", "build_policy"]
@@ -23,6 +24,10 @@ POLICIES.register(
 POLICIES.register(
     "flow", FlowConfig, "vla_recover.policies.flow.modeling_flow:FlowPolicy",
     "rectified-flow velocity field, few-step Euler inference",
+)  # fmt: skip
+POLICIES.register(
+    "lerobot_diffusion", LeRobotDiffusionConfig, "vla_recover.policies.lerobot.modeling_lerobot:LeRobotDiffusionPolicy",
+    "LeRobot's DiffusionPolicy (needs LeRobot installed), post-trainable with our loop",
 )  # fmt: skip
 
 

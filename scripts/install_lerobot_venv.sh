@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create ./.venv-lerobot with LeRobot 0.4.4, used only by the LeRobot interop tests and benchmarks/store_io.py.
+# Create ./.venv-lerobot with LeRobot 0.4.4 and vla_recover beside it: the LeRobot interop and adapter tests and
+# the LeRobot side of benchmarks/store_io.py and benchmarks/policy_speed.py run there.
 #
 # LeRobot 0.4.4 (the newest release for Python 3.11) declares torch < 2.11, which is not on this machine's
 # disk. It runs on torch 2.14.1 + torchvision 0.29.1 (a CUDA build that also runs on CPU, both on local disk),
@@ -23,16 +24,17 @@ fi
 pip_install() {
   "$venv/bin/pip" install --quiet "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }
-if HF_HUB_OFFLINE=1 "$venv/bin/python" -c "import lerobot, sys; sys.exit(lerobot.__version__ != '0.4.4')" 2>/dev/null; then
+ready="import lerobot, pytest, vla_recover.policies, sys; sys.exit(lerobot.__version__ != '0.4.4')"
+if HF_HUB_OFFLINE=1 "$venv/bin/python" -c "$ready" 2>/dev/null; then
   echo "lerobot 0.4.4 is already in $venv (--fresh to rebuild)"
   exit 0
 fi
 pip_install --upgrade pip
 
-echo "[1/3] torch 2.14.1 + torchvision 0.29.1 (local disk)"
+echo "[1/4] torch 2.14.1 + torchvision 0.29.1 (local disk)"
 pip_install torch==2.14.1 torchvision==0.29.1
 
-echo "[2/3] LeRobot 0.4.4's runtime needs, pinned"
+echo "[2/4] LeRobot 0.4.4's runtime needs, pinned"
 pip_install \
   numpy==2.2.6 \
   opencv-python-headless==4.12.0.88 \
@@ -52,11 +54,16 @@ pip_install \
   diffusers==0.35.2 \
   huggingface-hub==0.35.3
 
-echo "[3/3] lerobot 0.4.4 (--no-deps: its torch<2.11 pin cannot be met here)"
+echo "[3/4] lerobot 0.4.4 (--no-deps: its torch<2.11 pin cannot be met here)"
 pip_install --no-deps lerobot==0.4.4
+
+echo "[4/4] vla_recover itself (--no-deps: the LeRobot adapter needs only what LeRobot brings) and pytest"
+pip_install pytest==9.2.0
+pip_install --no-deps -e .
 
 HF_HUB_OFFLINE=1 "$venv/bin/python" -c "
 import lerobot, torch
+import vla_recover.policies  # noqa: F401
 from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: F401
 print(f'lerobot {lerobot.__version__} on torch {torch.__version__}: ready in $venv')
 "

@@ -24,9 +24,8 @@ class EMA:
 
     @torch.no_grad()
     def update(self, model: nn.Module) -> None:
-        decay = self.decay()
-        for average, current in zip(self.model.parameters(), model.parameters(), strict=True):
-            average.mul_(decay).add_(current.detach(), alpha=1.0 - decay)
+        averages: list[torch.Tensor] = list(self.model.parameters())
+        torch._foreach_lerp_(averages, [p.detach() for p in model.parameters()], 1.0 - self.decay())
         for kept, live in zip(self.model.buffers(), model.buffers(), strict=True):
             kept.copy_(live)
         self.step += 1

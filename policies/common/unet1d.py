@@ -2,6 +2,9 @@
 
 Shapes: ``sample`` (B, H, A) noisy actions, ``timestep`` (B,), ``cond`` (B, C) → (B, H, A). H must be divisible by
 2 ** (len(down_dims) - 1).
+
+Two choices make it train about 1.4x faster on CPU than the same network built from stock layers
+(benchmarks/policy_speed.py): SiLU instead of Mish (Mish has no vectorised CPU kernel) and `GemmConv1d`.
 """
 
 from __future__ import annotations
@@ -12,8 +15,12 @@ import typing
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
-__all__ = ["ConditionalUnet1D", "SinusoidalEmbedding"]
+__all__ = ["ConditionalUnet1D", "GemmConv1d", "SinusoidalEmbedding"]
+
+# im2col + GEMM beats oneDNN's direct 1D convolution once a column (in_channels * kernel) is this long
+_GEMM_MIN_COLUMN = 640
 
 
 class SinusoidalEmbedding(nn.Module):
@@ -28,9 +35,30 @@ class SinusoidalEmbedding(nn.Module):
         return torch.cat([angles.sin(), angles.cos()], dim=-1)
 
 
+class GemmConv1d(nn.Conv1d):
+    """A stride-1 ``nn.Conv1d`` (same parameters, same state dict) that runs as im2col + one GEMM on CPU.
+
+    Action chunks are short (4-16 steps) and wide (up to 512 channels); for such shapes oneDNN's convolution
+    backward runs far below the BLAS peak, while the unfolded matrix product runs close to it. Narrow layers, where
+    the unfold copy costs more than it saves, and other devices keep the stock convolution.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        kernel = self.kernel_size[0]
+        if x.device.type != "cpu" or (kernel > 1 and self.in_channels * kernel < _GEMM_MIN_COLUMN):
+            return super().forward(x)
+        pad = typing.cast(tuple[int], self.padding)[0]
+        columns = F.pad(x, (pad, pad)).unfold(2, kernel, 1) if kernel > 1 else x.unsqueeze(-1)  # (B, C, L, k)
+        batch, _, length, _ = columns.shape
+        flat = columns.transpose(1, 2).reshape(batch * length, -1)
+        weight = self.weight.reshape(self.out_channels, -1).t()
+        out = flat @ weight if self.bias is None else torch.addmm(self.bias, flat, weight)
+        return out.reshape(batch, length, -1).transpose(1, 2)
+
+
 class _ConvBlock(nn.Sequential):
     def __init__(self, c_in: int, c_out: int, kernel: int, groups: int) -> None:
-        super().__init__(nn.Conv1d(c_in, c_out, kernel, padding=kernel // 2), nn.GroupNorm(groups, c_out), nn.Mish())
+        super().__init__(GemmConv1d(c_in, c_out, kernel, padding=kernel // 2), nn.GroupNorm(groups, c_out), nn.SiLU())
 
 
 class _FiLMResBlock(nn.Module):
@@ -40,8 +68,8 @@ class _FiLMResBlock(nn.Module):
         super().__init__()
         self.first = _ConvBlock(c_in, c_out, kernel, groups)
         self.second = _ConvBlock(c_out, c_out, kernel, groups)
-        self.film = nn.Sequential(nn.Mish(), nn.Linear(cond_dim, 2 * c_out))
-        self.skip = nn.Conv1d(c_in, c_out, 1) if c_in != c_out else nn.Identity()
+        self.film = nn.Sequential(nn.SiLU(), nn.Linear(cond_dim, 2 * c_out))
+        self.skip = GemmConv1d(c_in, c_out, 1) if c_in != c_out else nn.Identity()
 
     def forward(self, x: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         h = self.first(x)
@@ -75,7 +103,7 @@ class ConditionalUnet1D(nn.Module):
         self.step_embed = nn.Sequential(
             SinusoidalEmbedding(step_embed_dim),
             nn.Linear(step_embed_dim, 4 * step_embed_dim),
-            nn.Mish(),
+            nn.SiLU(),
             nn.Linear(4 * step_embed_dim, step_embed_dim),
         )
         film_dim = step_embed_dim + cond_dim
@@ -103,7 +131,7 @@ class ConditionalUnet1D(nn.Module):
                 )
             )
         self.head = nn.Sequential(
-            _ConvBlock(down_dims[0], down_dims[0], kernel, groups), nn.Conv1d(down_dims[0], action_dim, 1)
+            _ConvBlock(down_dims[0], down_dims[0], kernel, groups), GemmConv1d(down_dims[0], action_dim, 1)
         )
 
     def forward(self, sample: torch.Tensor, timestep: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:

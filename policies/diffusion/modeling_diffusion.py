@@ -7,20 +7,24 @@ recomputed from it, and the scheduler steps with that noise.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from diffusers.schedulers.scheduling_ddim import DDIMScheduler
 from diffusers.schedulers.scheduling_ddpm import DDPMScheduler
+from diffusers.schedulers.scheduling_utils import SchedulerMixin
 from torch.nn import functional as F
 
 from vla_recover.policies.common.backbone import build_backbone
 from vla_recover.policies.common.base import GuidanceHook, Policy
 from vla_recover.policies.diffusion.configuration_diffusion import DiffusionConfig
 
-__all__ = ["DiffusionPolicy"]
+__all__ = ["DiffusionPolicy", "guided_sampling"]
 
 
 class DiffusionPolicy(Policy):
     name = "diffusion"
+    backbone_attr = "denoiser"
     config: DiffusionConfig
 
     def __init__(self, config: DiffusionConfig, shapes: dict[str, tuple[int, ...]], action_dim: int) -> None:
@@ -47,18 +51,36 @@ class DiffusionPolicy(Policy):
     def sample_actions(
         self, cond: torch.Tensor, generator: torch.Generator | None, hook: GuidanceHook | None
     ) -> torch.Tensor:
-        scheduler = self.sample_scheduler
-        scheduler.set_timesteps(self.config.inference_steps)
+        self.sample_scheduler.set_timesteps(self.config.inference_steps)
         shape = (cond.shape[0], self.config.action_horizon, self.action_dim)
-        x = torch.randn(shape, generator=generator)
-        alphas = scheduler.alphas_cumprod
-        for index, t in enumerate(scheduler.timesteps):
-            eps = self.denoiser(x, t.expand(shape[0]), cond)
-            if hook is not None:
-                a = alphas[t]
-                clean = (x - (1 - a).sqrt() * eps) / a.sqrt()
-                term = hook(index, x, clean)
-                if term is not None:
-                    eps = (x - a.sqrt() * (clean + term)) / (1 - a).sqrt()
-            x = scheduler.step(eps.detach(), t, x, generator=generator).prev_sample
-        return x
+        return guided_sampling(
+            lambda x, t: self.denoiser(x, t.expand(shape[0]), cond), self.sample_scheduler, shape, generator, hook
+        )
+
+
+def guided_sampling(
+    denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    scheduler: SchedulerMixin,
+    shape: tuple[int, ...],
+    generator: torch.Generator | None,
+    hook: GuidanceHook | None,
+    prediction: str = "epsilon",
+) -> torch.Tensor:
+    """Run a diffusers scheduler's reverse process from noise, with the guidance hook acting on x̂0 each step.
+
+    ``denoise(x, t)`` returns the network's prediction: the noise (``prediction="epsilon"``) or the clean chunk
+    (``"sample"``). The scheduler must already have its timesteps set.
+    """
+    x = torch.randn(shape, generator=generator)
+    alphas = scheduler.alphas_cumprod  # type: ignore[attr-defined]
+    for index, t in enumerate(scheduler.timesteps):  # type: ignore[attr-defined]
+        output = denoise(x, t)
+        if hook is not None:
+            a = alphas[t]
+            clean = (x - (1 - a).sqrt() * output) / a.sqrt() if prediction == "epsilon" else output
+            term = hook(index, x, clean)
+            if term is not None:
+                clean = clean + term
+                output = (x - a.sqrt() * clean) / (1 - a).sqrt() if prediction == "epsilon" else clean
+        x = scheduler.step(output.detach(), t, x, generator=generator).prev_sample  # type: ignore[attr-defined]
+    return x

@@ -20,6 +20,7 @@ _TIME_SCALE = 1000.0  # τ in [0, 1] → the step embedding's range
 
 class FlowPolicy(Policy):
     name = "flow"
+    backbone_attr = "velocity"
     config: FlowConfig
 
     def __init__(self, config: FlowConfig, shapes: dict[str, tuple[int, ...]], action_dim: int) -> None:

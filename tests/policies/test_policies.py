@@ -1,4 +1,7 @@
-"""Contract tests parametrised over every registered policy."""
+"""Contract tests parametrised over every registered policy.
+
+``lerobot_diffusion`` runs where LeRobot is installed: test_lerobot_adapter.py runs this file in .venv-lerobot.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +12,22 @@ import pytest
 import torch
 
 from vla_recover.config import ConfigError
-from vla_recover.policies import POLICIES, build_policy
+from vla_recover.policies import POLICIES, Policy, build_policy
 from vla_recover.policies.common.checkpoint import load_policy, save_policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
 NAMES = POLICIES.names()
 SHAPES = {"obs.state": (6,)}
 SMALL = {"down_dims": [16, 32], "action_horizon": 8, "action_exec": 4, "inference_steps": 3}
+# what a policy needs beyond SMALL to be built on SHAPES
+EXTRA: dict[str, dict[str, object]] = {"lerobot_diffusion": {"environment_state_dims": 2}}
 
 
-def make(name: str, **overrides: object) -> torch.nn.Module:
+def make(name: str, **overrides: object) -> Policy:
+    if name.startswith("lerobot"):
+        pytest.importorskip("lerobot", reason="LeRobot is not installed here (see test_lerobot_adapter.py)")
     torch.manual_seed(0)
-    policy = build_policy(name, {**SMALL, **overrides}, SHAPES, 3)
+    policy = build_policy(name, {**SMALL, **EXTRA.get(name, {}), **overrides}, SHAPES, 3)
     rng = np.random.default_rng(0)
     policy.fit_normalizer({"obs.state": rng.normal(size=(50, 6)), "action": rng.uniform(-2, 2, size=(50, 3))})
     return policy
@@ -38,6 +45,8 @@ def batch(b: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("backbone", ["unet", "transformer"])
 @pytest.mark.parametrize("name", NAMES)
 def test_predict_chunk_shapes_and_determinism(name: str, backbone: str) -> None:
+    if name.startswith("lerobot") and backbone != "unet":
+        pytest.skip("LeRobot's diffusion policy has one backbone")
     policy = make(name, backbone=backbone)
     obs = {"obs.state": batch()["obs.state"]}
     first = policy.predict_chunk(obs, seed=3)
@@ -95,8 +104,13 @@ def test_padded_actions_do_not_count(name: str) -> None:
 
 
 class _Zero(torch.nn.Module):
-    def forward(self, sample: torch.Tensor, timestep: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+    def forward(self, sample: torch.Tensor, *conditioning: object, **named: object) -> torch.Tensor:
         return torch.zeros_like(sample)
+
+
+def swap_backbone(policy: Policy, net: torch.nn.Module) -> None:
+    parent, _, attr = policy.backbone_attr.rpartition(".")
+    setattr(policy.get_submodule(parent), attr, net)
 
 
 def test_ddim_glue_matches_the_closed_form() -> None:
@@ -119,12 +133,9 @@ def test_ddim_glue_matches_the_closed_form() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_guidance_hook_sees_every_step_and_steers_the_sample(name: str) -> None:
-    policy = make(name, inference_steps=4, **({"clip_sample": False} if name == "diffusion" else {}))
-    net = _Zero()
-    if name == "diffusion":
-        policy.denoiser = net
-    else:
-        policy.velocity = net
+    no_clip = {"diffusion": {"clip_sample": False}, "lerobot_diffusion": {"lerobot_config": {"clip_sample": False}}}
+    policy = make(name, inference_steps=4, **no_clip.get(name, {}))
+    swap_backbone(policy, _Zero())
     target = torch.full((1, 8, 3), 0.5)
     seen: list[int] = []
 
@@ -143,5 +154,5 @@ def test_bad_policy_config_names_the_field() -> None:
         build_policy("flow", {"inference_steps": 0}, SHAPES, 3)
     with pytest.raises(ConfigError, match="divisible"):
         build_policy("diffusion", {"action_horizon": 10, "down_dims": [16, 32, 64]}, SHAPES, 3)
-    with pytest.raises(KeyError, match="valid choices: diffusion, flow"):
+    with pytest.raises(KeyError, match="valid choices: diffusion, flow, lerobot_diffusion"):
         build_policy("act", {}, SHAPES, 3)

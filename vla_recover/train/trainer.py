@@ -27,7 +27,7 @@ from vla_recover.policies.common.ema import EMA
 from vla_recover.policies.common.encoders import SentenceEmbedder
 from vla_recover.train.weighting import WEIGHTERS
 
-__all__ = ["TrainConfig", "Trainer"]
+__all__ = ["TrainConfig", "Trainer", "make_optimizer"]
 
 
 class DataSelection(FrozenConfig):
@@ -62,6 +62,12 @@ class TrainConfig(FrozenConfig):
     eval_episodes: int = Field(20, ge=1)
     eval_seed: int = Field(100_000, ge=0, description="first held-out seed")
     threads: int = Field(0, ge=0, description="torch CPU threads; 0: torch's default")
+    compile: bool = Field(False, description="torch.compile the denoiser: ~1 min once, then faster steps")
+
+
+def make_optimizer(policy: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW as every policy trains with it; the fused kernel saves ~5% of a CPU training step."""
+    return torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.95, 0.999), fused=True)
 
 
 class Trainer:
@@ -109,10 +115,10 @@ class Trainer:
             table = self.embedder.embed([r.instruction for r in rows])
             self._episode_embedding = np.zeros((max(r.id for r in rows) + 1, table.shape[1]), np.float32)
             self._episode_embedding[[r.id for r in rows]] = table
-        self.optimizer = torch.optim.AdamW(
-            self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.95, 0.999)
-        )
+        self.optimizer = make_optimizer(self.policy, config.lr, config.weight_decay)
         self.ema = EMA(self.policy, power=config.ema_power) if config.ema else None
+        if config.compile:  # after the EMA copy: the average stays a plain module
+            self.policy.compile_backbone()
         self.step = 0
         self.history: list[dict[str, float]] = []
 
