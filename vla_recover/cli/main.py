@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from vla_recover.cli import collect, tasks, train
+from vla_recover.cli import collect, fleet, tasks, train
 from vla_recover.cli.interop import export_app, import_app
 from vla_recover.cli.store import store_app
 
@@ -23,6 +23,7 @@ app.add_typer(export_app, name="export")
 app.add_typer(import_app, name="import")
 app.command("train")(train.train)
 app.command("eval")(train.evaluate)
+app.command("fleet")(fleet.fleet)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,8 @@ class EpisodeData:
     policy_version: str | list[str] = ""
     phases: tuple[str, ...] = ()  # names of the task's phases, for decoding the phase column
     info: dict[str, Any] = field(default_factory=dict)  # free-form JSON (seed, failures injected, …)
+    # supervision segments committed with the episode: (start, stop, kind), who was in control when
+    segments: list[tuple[int, int, str]] = field(default_factory=list)
 
     @property
     def length(self) -> int:
@@ -97,3 +99,10 @@ class EpisodeData:
             detail = ", ".join(f"{k}: {len(v)}" for k, v in self.steps.items())
             raise SchemaError(f"episode steps have different lengths ({detail})")
         return lengths.pop()
+
+    def check_segments(self, length: int) -> None:
+        for start, stop, kind in self.segments:
+            if kind not in SEGMENT_KINDS:
+                raise SchemaError(f"segment kind: got {kind!r}; valid kinds: {', '.join(SEGMENT_KINDS)}")
+            if not 0 <= start < stop <= length:
+                raise SchemaError(f"segment range: got [{start}, {stop}) in an episode of {length} steps")

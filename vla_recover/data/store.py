@@ -202,6 +202,8 @@ class EpisodeStore:
         lengths = [episode.length for episode in episodes]
         if min(lengths) == 0:
             raise SchemaError(f"episode {lengths.index(0)} of the batch has no steps")
+        for episode, length in zip(episodes, lengths, strict=True):
+            episode.check_segments(length)
         with self.index.transaction():
             per_episode = [self._columns(episode, n) for episode, n in zip(episodes, lengths, strict=True)]
         if not self.specs():
@@ -228,6 +230,8 @@ class EpisodeStore:
                     episode.outcome, tuple(episode.phases), episode.info, now,
                 )  # fmt: skip
                 self.index.insert_episode(row)
+                for seg_start, seg_stop, kind in episode.segments:
+                    self.index.insert_segment(episode_id, seg_start, seg_stop, kind, "supervision")
                 self.index.insert_event(
                     "episode_recorded",
                     "recorder",

@@ -1,0 +1,150 @@
+"""Simulated operators: a floor operator and a teleoperator with realistic time costs.
+
+They act only through the fleet's operator API (the same calls the console makes), so a simulated shift exercises
+exactly what a human one does. Each keeps a ``busy_until`` on the fleet's clock: an operator in the middle of an
+action (a reset, a correction) cannot start another, and the time is charged to the role in operator-seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from vla_recover.teleop.devices import SimExpertDevice
+
+__all__ = ["FleetAPI", "SimFloorOperator", "SimTeleoperator"]
+
+
+class FleetAPI(Protocol):
+    """What a simulated operator needs from a fleet (vla_recover.fleet.FleetManager provides it)."""
+
+    slots: dict[str, Any]
+    ledger: Any
+    phases: tuple[str, ...]
+    dt: float
+
+    def now(self) -> float: ...
+    def request_takeover(self, robot: str, operator: str, reason: str = "") -> None: ...
+    def grant_takeover(self, robot: str, operator: str, device: Any) -> Any: ...
+    def renew_lease(self, robot: str, token: str) -> Any: ...
+    def rewind(self, robot: str, token: str, steps: int | None = None) -> int: ...
+    def release_takeover(self, robot: str, token: str) -> None: ...
+    def reset(self, robot: str, operator: str, seconds: float = 0.0) -> None: ...
+
+
+class SimFloorOperator:
+    """Watches every robot; asks for a takeover when a failure is seen (after a reaction delay); resets robots."""
+
+    role = "floor"
+
+    def __init__(self, config: Any, name: str = "floor-1") -> None:
+        self.config, self.name = config, name
+        self.busy_until = 0.0
+        self._noticed: dict[str, float] = {}  # robot → when the failure became visible
+
+    def act(self, fleet: FleetAPI) -> None:
+        now = fleet.now()
+        for robot, slot in fleet.slots.items():
+            if slot.state != "autonomous":
+                self._noticed.pop(robot, None)
+                continue
+            if robot not in self._noticed and self._failing(slot):
+                self._noticed[robot] = now
+        if now < self.busy_until:
+            return
+        for robot, slot in fleet.slots.items():
+            if slot.state == "episode_done":
+                fleet.reset(robot, self.name, self.config.reset_s)
+                self._spend(fleet, self.config.reset_s)
+                return
+        for robot, seen in sorted(self._noticed.items(), key=lambda item: item[1]):
+            if now - seen >= self.config.reaction_s:
+                del self._noticed[robot]
+                fleet.request_takeover(robot, self.name, "failure seen")
+                self._spend(fleet, self.config.request_cost_s)
+                return
+
+    def _spend(self, fleet: FleetAPI, seconds: float) -> None:
+        self.busy_until = fleet.now() + seconds
+        fleet.ledger.charge(self.role, seconds)
+
+    def _failing(self, slot: Any) -> bool:
+        progress = slot.branch_progress
+        if not progress:
+            return False
+        detector = self.config.detector
+        dropped = bool(slot.info.get("failure")) or progress[-1] < max(progress) - 0.15
+        if detector in ("ground_truth", "both") and dropped:
+            return True
+        if detector in ("stall", "both") and len(progress) > self.config.stall_steps:
+            recent = progress[-self.config.stall_steps :]
+            if max(recent) <= progress[-self.config.stall_steps - 1] + 1e-3 and progress[-1] < 1.0:
+                return True
+        return False
+
+
+class SimTeleoperator:
+    """Serves the takeover queue one robot at a time: take over, rewind, recover with the expert, hand back."""
+
+    role = "teleop"
+
+    def __init__(self, config: Any, name: str = "teleop-1") -> None:
+        self.config, self.name = config, name
+        self.robot: str | None = None
+        self.token: str | None = None
+        self.started = 0.0
+        self.start_phase = 0
+        self.steps = 0
+        self.rewound = False
+
+    def act(self, fleet: FleetAPI) -> None:
+        if self.robot is None:
+            self._take_next(fleet)
+            return
+        slot = fleet.slots[self.robot]
+        if slot.state != "teleop" or slot.lease is None or slot.lease.token != self.token:
+            self._finish(fleet, handed_back=False)  # the episode ended or the lease was lost
+            return
+        fleet.renew_lease(self.robot, self.token)  # type: ignore[arg-type]
+        if fleet.now() - self.started < self.config.reaction_s:
+            slot.hold = True
+            return
+        slot.hold = False
+        if not self.rewound:
+            self.rewound = True
+            if self.config.rewind != "none":
+                steps = self.config.rewind_steps if self.config.rewind == "steps" else None
+                fleet.rewind(self.robot, self.token, steps)  # type: ignore[arg-type]
+                self.start_phase = int(slot.info.get("phase_index", 0))
+            return
+        self.steps += 1
+        phase = int(slot.info.get("phase_index", 0))
+        subtask_done = phase > self.start_phase or bool(slot.info.get("is_success"))
+        if subtask_done or self.steps >= self.config.max_steps:
+            fleet.release_takeover(self.robot, self.token)  # type: ignore[arg-type]
+            self._finish(fleet, handed_back=True)
+
+    def _take_next(self, fleet: FleetAPI) -> None:
+        waiting = [(robot, slot) for robot, slot in fleet.slots.items() if slot.state == "takeover_requested"]
+        if not waiting:
+            return
+        if self.config.allocation == "priority":  # Fleet-DAgger-style: the robot at most risk first
+            robot, slot = min(waiting, key=lambda item: self._risk_rank(item[1]))
+        else:
+            robot, slot = min(waiting, key=lambda item: item[1].machine.since)
+        lease = fleet.grant_takeover(robot, self.name, SimExpertDevice())
+        self.robot, self.token = robot, lease.token
+        self.started, self.steps, self.rewound = fleet.now(), 0, False
+        self.start_phase = int(slot.info.get("phase_index", 0))
+
+    @staticmethod
+    def _risk_rank(slot: Any) -> float:
+        """Lower is served first: robots that lost the most progress, then those that waited longest."""
+        progress = np.asarray(slot.branch_progress or [0.0])
+        return -(float(progress.max()) - float(progress[-1])) + 1e-6 * slot.machine.since
+
+    def _finish(self, fleet: FleetAPI, handed_back: bool) -> None:
+        seconds = fleet.now() - self.started + (self.config.handback_s if handed_back else 0.0)
+        fleet.ledger.charge(self.role, seconds)
+        self.robot = self.token = None

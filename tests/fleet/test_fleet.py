@@ -1,0 +1,184 @@
+"""The fleet end to end with real sim worker processes: recording, operators, faults, bad actions, leases."""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from vla_recover.config import ConfigError, validate_config
+from vla_recover.data import EpisodeStore
+from vla_recover.fleet import FleetConfig, FleetManager, SlotState, build_fleet
+from vla_recover.teleop.devices import ScriptedDevice
+from vla_recover.teleop.lease import LeaseError
+
+S = SlotState
+DOWN = [0.0, 0.0, -0.3, 0.0, -1.0]  # drives the gripper into the table: a policy that never makes progress
+
+
+def fleet_config(tmp_path: Path, **overrides: Any) -> FleetConfig:
+    raw: dict[str, Any] = {
+        "task": "LiftCube",
+        "robots": 2,
+        "episodes": 2,
+        "constant_action": DOWN,
+        "store": str(tmp_path / "store"),
+        "task_config": {"horizon": 40},
+        "floor_operator": {"enabled": False},
+        "teleoperator": {"enabled": False},
+    }
+    for key, value in overrides.items():
+        raw[key] = {**raw[key], **value} if isinstance(value, dict) and key in raw else value
+    return validate_config(FleetConfig, raw)
+
+
+def tick_until(fleet: FleetManager, condition: Any, limit: int = 500) -> None:
+    for _ in range(limit):
+        if condition():
+            return
+        fleet.tick()
+    raise AssertionError("condition not reached")
+
+
+def test_fleet_records_every_attempt_with_segments_and_events(tmp_path: Path) -> None:
+    summary = build_fleet(fleet_config(tmp_path, episodes=3)).run()
+    assert summary["episodes"] == 3 and summary["outcomes"] == {"truncated": 3}
+    with EpisodeStore(tmp_path / "store") as store:
+        rows = store.episodes()
+        assert [r.length for r in rows] == [40, 40, 40] and {r.robot for r in rows} == {"sim00", "sim01"}
+        segments = store.index.segments()
+        assert {(s.start, s.stop, s.kind) for s in segments} == {(0, 40, "autonomous")}
+        kinds = [e.kind for e in store.index.events()]
+        assert kinds.count("episode_started") == 3 and kinds.count("episode_recorded") == 3
+        states = [e.payload["state"] for e in store.index.events(robot="sim00", kind="slot_state")]
+        assert states[:4] == ["resetting", "idle", "autonomous", "episode_done"]
+
+
+def test_simulated_operators_take_over_rewind_and_hand_back(tmp_path: Path) -> None:
+    config = fleet_config(
+        tmp_path,
+        episodes=3,  # two robots: the third episode needs the floor operator's reset
+        task_config={"horizon": 150},
+        floor_operator={"enabled": True, "stall_steps": 10, "reaction_s": 0.2, "reset_s": 1.0},
+        teleoperator={"enabled": True, "reaction_s": 0.2, "rewind": "steps", "rewind_steps": 5},
+    )
+    summary = build_fleet(config).run()
+    assert summary["interventions"] >= 2 and summary["rewinds"] >= 2
+    assert summary["operator_s"]["floor"] > 0 and summary["operator_s"]["teleop"] > 0
+    assert summary["successes_per_operator_hour"] is not None
+    with EpisodeStore(tmp_path / "store") as store:
+        kinds = {s.kind for s in store.index.segments()}
+        assert {"autonomous", "intervention", "rewind"} <= kinds
+        episode = store.episode(store.episodes()[0].id)
+        assert set(episode["actor"].tolist()) == {0, 1}  # policy and human steps in one attempt
+        events = {e.kind for e in store.index.events()}
+        assert {"takeover_requested", "takeover_granted", "rewind", "takeover_released", "reset"} <= events
+
+
+def test_sigkill_of_a_worker_mid_episode_loses_nothing_else(tmp_path: Path) -> None:
+    fleet = build_fleet(fleet_config(tmp_path, episodes=3, task_config={"horizon": 30}))
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: len(fleet.slots["sim00"].branch_rows) == 12)
+        fleet.slots["sim00"].worker.kill()
+        fleet.tick()
+        assert fleet.slots["sim00"].state in (S.RESETTING, S.IDLE)
+        tick_until(fleet, lambda: fleet.finished)
+    finally:
+        fleet.close()
+    with EpisodeStore(tmp_path / "store") as store:
+        rows = store.episodes()
+        aborted = [r for r in rows if r.outcome == "aborted"]
+        assert len(aborted) == 1 and aborted[0].robot == "sim00" and aborted[0].length == 12
+        assert sorted(r.outcome for r in rows) == ["aborted", "truncated", "truncated"]
+        assert [r.length for r in rows if r.outcome == "truncated"] == [30, 30]
+        assert any(e.kind == "fault" for e in store.index.events(robot="sim00"))
+
+
+class BadChunks:
+    """Chunks whose first action is NaN, then out of range, alternately."""
+
+    obs_horizon, action_exec, obs_keys, version = 1, 4, ("state",), "bad"
+    calls = 0
+
+    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
+        self.calls += 1
+        chunk = np.zeros((len(windows), 4, 5))
+        chunk[:, 0, 0] = np.nan if self.calls % 2 else 3.0
+        return chunk
+
+
+def test_nan_and_out_of_range_actions_are_rejected_and_the_robot_holds(tmp_path: Path) -> None:
+    config = fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 8})
+    fleet = FleetManager(config, source=BadChunks())
+    fleet.run()
+    assert fleet.ledger.rejected_actions == 8  # a rejected action discards its chunk: every tick asks anew
+    with EpisodeStore(tmp_path / "store") as store:
+        actions = store.episode(0)["action"]
+        assert np.isfinite(actions).all() and np.abs(actions).max() <= 1.0
+        np.testing.assert_array_equal(actions[0], [0, 0, 0, 0, -1.0])  # the hold keeps the gripper as it was
+        reasons = [e.payload["reason"] for e in store.index.events(kind="action_rejected")]
+        assert any("NaN" in r for r in reasons) and any("out of range" in r for r in reasons)
+
+
+def test_device_disconnect_puts_the_robot_in_hold_within_one_tick(tmp_path: Path) -> None:
+    fleet = FleetManager(fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 60}))
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: fleet.slots["sim00"].state is S.AUTONOMOUS)
+        right = np.array([0.0, 0.8, 0.0, 0.0, -1.0])
+        fleet.grant_takeover("sim00", "alice", ScriptedDevice([right] * 100, disconnect_after=3))
+        for _ in range(5):
+            fleet.tick()
+        slot = fleet.slots["sim00"]
+        assert slot.hold and slot.lease is None
+        actions = np.stack([row["action"] for row in slot.attempt.rows])  # type: ignore[union-attr]
+        np.testing.assert_allclose(actions[-5:-2], [right] * 3)
+        np.testing.assert_allclose(actions[-2:], [[0, 0, 0, 0, -1.0]] * 2)  # held from the very next tick
+    finally:
+        fleet.close()
+    with EpisodeStore(tmp_path / "store") as store:
+        assert any("disconnected" in e.payload["reason"] for e in store.index.events(kind="lease_lost"))
+
+
+def test_lease_expiry_during_teleop_holds_the_robot_and_refuses_stale_commands(tmp_path: Path) -> None:
+    fleet = FleetManager(fleet_config(tmp_path, robots=1, episodes=1, lease_ttl_s=0.2, task_config={"horizon": 60}))
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: fleet.slots["sim00"].state is S.AUTONOMOUS)
+        lease = fleet.grant_takeover("sim00", "alice", ScriptedDevice(lambda obs: np.array([0.5, 0, 0, 0, -1.0])))
+        for _ in range(5):  # 0.25 s at 20 Hz: past the 0.2 s lease
+            fleet.tick()
+        assert fleet.slots["sim00"].hold
+        with pytest.raises(LeaseError, match="no valid lease"):
+            fleet.release_takeover("sim00", lease.token)
+        with pytest.raises(LeaseError, match=r"held by alice|cannot take over"):
+            fleet.grant_takeover("sim00", "bob", ScriptedDevice([]))
+    finally:
+        fleet.close()
+
+
+def test_two_teleoperators_contending_for_one_robot(tmp_path: Path) -> None:
+    fleet = FleetManager(fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 60}))
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: fleet.slots["sim00"].state is S.AUTONOMOUS)
+        fleet.request_takeover("sim00", "floor")
+        fleet.grant_takeover("sim00", "alice", ScriptedDevice([]))
+        with pytest.raises(LeaseError):
+            fleet.grant_takeover("sim00", "bob", ScriptedDevice([]))
+        assert fleet.leases.holder("sim00").operator == "alice"  # type: ignore[union-attr]
+    finally:
+        fleet.close()
+
+
+def test_fleet_config_errors_name_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="constant_action"):
+        validate_config(FleetConfig, {"store": str(tmp_path)})
+    with pytest.raises(ConfigError, match="robots"):
+        validate_config(FleetConfig, {"robots": 0, "constant_action": DOWN})
+    with pytest.raises(ConfigError, match="backend"):
+        validate_config(FleetConfig, {"backend": "kubernetes", "constant_action": DOWN})

@@ -1,0 +1,35 @@
+"""The fleet: robot slots, batched inference, the operator API, simulated operators.
+
+>>> from vla_recover.fleet import FleetConfig, build_fleet
+"""
+
+from __future__ import annotations
+
+from vla_recover.fleet.config import FleetConfig, FloorOperatorConfig, TeleoperatorConfig
+from vla_recover.fleet.manager import FleetManager, Slot
+from vla_recover.fleet.states import TRANSITIONS, IllegalTransition, SlotState
+
+__all__ = [
+    "TRANSITIONS",
+    "FleetConfig",
+    "FleetManager",
+    "FloorOperatorConfig",
+    "IllegalTransition",
+    "Slot",
+    "SlotState",
+    "TeleoperatorConfig",
+    "build_fleet",
+]
+
+
+def build_fleet(config: FleetConfig) -> FleetManager:
+    """A fleet with the simulated operators its config enables."""
+    from vla_recover.teleop.operators import SimFloorOperator, SimTeleoperator
+
+    fleet = FleetManager(config)
+    if config.floor_operator.enabled:
+        fleet.operators.append(SimFloorOperator(config.floor_operator))
+        fleet.auto_reset = False
+    if config.teleoperator.enabled:
+        fleet.operators.append(SimTeleoperator(config.teleoperator))
+    return fleet

@@ -1,0 +1,40 @@
+"""Human-effort accounting: what a fleet run cost in operator time and what it bought."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["EffortLedger"]
+
+
+@dataclass
+class EffortLedger:
+    operator_s: dict[str, float] = field(default_factory=dict)  # role → seconds of operator time
+    robot_s: float = 0.0  # robot time (sim or wall) spent in episodes, resets and waits
+    robot_waiting_s: float = 0.0  # robot time spent waiting for a human (takeover queue, reset queue)
+    interventions: int = 0
+    rewinds: int = 0
+    episodes: Counter[str] = field(default_factory=Counter)  # outcome → count
+    rejected_actions: int = 0
+
+    def charge(self, role: str, seconds: float) -> None:
+        self.operator_s[role] = self.operator_s.get(role, 0.0) + seconds
+
+    def summary(self) -> dict[str, Any]:
+        operator_hours = sum(self.operator_s.values()) / 3600.0
+        successes = self.episodes["success"]
+        return {
+            "episodes": sum(self.episodes.values()),
+            "outcomes": dict(self.episodes),
+            "successes": successes,
+            "interventions": self.interventions,
+            "rewinds": self.rewinds,
+            "rejected_actions": self.rejected_actions,
+            "operator_s": {role: round(s, 1) for role, s in sorted(self.operator_s.items())},
+            "robot_hours": round(self.robot_s / 3600.0, 4),
+            "robot_waiting_s": round(self.robot_waiting_s, 1),
+            "successes_per_robot_hour": round(successes / (self.robot_s / 3600.0), 2) if self.robot_s else 0.0,
+            "successes_per_operator_hour": round(successes / operator_hours, 2) if operator_hours else None,
+        }

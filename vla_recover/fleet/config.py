@@ -1,0 +1,62 @@
+"""``vla-recover fleet``: how many robots, doing what, under which (simulated) operators."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from vla_recover.config import FrozenConfig
+
+__all__ = ["FleetConfig", "FloorOperatorConfig", "TeleoperatorConfig"]
+
+
+class FloorOperatorConfig(FrozenConfig):
+    """The simulated floor operator: watches every robot, asks for takeovers, resets finished robots."""
+
+    enabled: bool = True
+    detector: Literal["ground_truth", "stall", "both"] = "both"
+    reaction_s: float = Field(default=1.0, ge=0.0, description="from a failure to the takeover request")
+    request_cost_s: float = Field(default=2.0, ge=0.0, description="operator time per takeover request")
+    reset_s: float = Field(default=8.0, ge=0.0, description="operator (and robot) time per reset")
+    stall_steps: int = Field(default=60, ge=1, description="no progress gain for this many steps counts as a stall")
+
+
+class TeleoperatorConfig(FrozenConfig):
+    """The simulated teleoperator: serves the takeover queue one robot at a time with the scripted expert."""
+
+    enabled: bool = True
+    allocation: Literal["fifo", "priority"] = "fifo"
+    reaction_s: float = Field(default=2.0, ge=0.0, description="from grant to first command")
+    rewind: Literal["none", "steps", "in_distribution"] = "in_distribution"
+    rewind_steps: int = Field(default=20, ge=1, description="how far back a 'steps' rewind goes")
+    handback_s: float = Field(default=1.0, ge=0.0, description="operator time to hand control back")
+    max_steps: int = Field(default=200, ge=1, description="give up a correction after this many steps")
+    expert: dict[str, Any] = Field(default_factory=lambda: {"action_noise": 0.05})
+
+
+class FleetConfig(FrozenConfig):
+    task: str = "PickPlaceBin"
+    task_config: dict[str, Any] = Field(default_factory=dict)
+    robots: int = Field(default=4, ge=1, le=256)
+    episodes: int = Field(default=20, ge=1, le=10_000_000, description="stop after this many finished episodes")
+    sim_seconds: float | None = Field(None, gt=0.0, description="or after this much fleet sim time")
+    seed: int = Field(default=0, ge=0)
+    policy: Path | None = Field(None, description="a policy checkpoint directory")
+    constant_action: list[float] | None = Field(None, description="instead of a policy (benchmarks, smoke tests)")
+    batched_inference: bool = True
+    compile_policy: bool = False
+    store: Path = Path("runs/fleet")
+    backend: Literal["process"] = "process"
+    rewind_capacity: int = Field(default=200, ge=1, le=100_000)
+    emit_corrections: bool = Field(default=False, description="also store each correction as an episode of its own")
+    lease_ttl_s: float = Field(default=10.0, gt=0.0)
+    floor_operator: FloorOperatorConfig = FloorOperatorConfig()
+    teleoperator: TeleoperatorConfig = TeleoperatorConfig()
+
+    @model_validator(mode="after")
+    def _one_controller(self) -> FleetConfig:
+        if (self.policy is None) == (self.constant_action is None):
+            raise ValueError("policy / constant_action: give exactly one (a checkpoint directory or an action)")
+        return self

@@ -1,0 +1,67 @@
+"""What drives autonomous robots: a policy checkpoint (batched across robots) or a constant action."""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+__all__ = ["ChunkSource", "ConstantChunks", "PolicyChunks"]
+
+
+class ChunkSource(Protocol):
+    obs_horizon: int
+    action_exec: int
+    obs_keys: tuple[str, ...]  # env observation keys the source reads ("state", "images.front")
+    version: str
+
+    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
+        """Action chunks (B, H, A) for B observation windows, in one batched call."""
+        ...
+
+
+class ConstantChunks:
+    """Every robot gets the same action: the fleet's overhead measured without a network."""
+
+    obs_horizon = 1
+    obs_keys: tuple[str, ...] = ("state",)
+    version = "constant"
+
+    def __init__(self, action: list[float], action_exec: int = 8) -> None:
+        self.action = np.asarray(action, dtype=np.float32)
+        self.action_exec = action_exec
+
+    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
+        return np.broadcast_to(self.action, (len(windows), self.action_exec, self.action.size)).copy()
+
+
+class PolicyChunks:
+    """A saved policy: one forward for all robots that need a chunk this tick."""
+
+    def __init__(self, directory: Path, compile_backbone: bool = False) -> None:
+        import torch
+
+        from vla_recover.policies.common.checkpoint import load_policy
+
+        torch.set_num_threads(1)  # the sim workers need the other cores
+        self.policy, self.embedder, _ = load_policy(directory)
+        if compile_backbone:
+            self.policy.compile_backbone()
+        cfg = self.policy.config
+        self.obs_horizon, self.action_exec = cfg.obs_horizon, cfg.action_exec
+        self._policy_keys = ([cfg.state_key] if cfg.state_key else []) + list(cfg.image_keys)
+        self.obs_keys = tuple(k.removeprefix("obs.") for k in self._policy_keys)
+        self.version = directory.resolve().name
+        self._calls = 0
+
+    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
+        batch = {
+            key: np.stack([np.stack([obs[key.removeprefix("obs.")] for obs in window]) for window in windows])
+            for key in self._policy_keys
+        }
+        if self.policy.config.use_language:
+            batch["instruction_embedding"] = self.embedder.embed(instructions)
+        self._calls += 1
+        return self.policy.predict_chunk(batch, seed=self._calls)

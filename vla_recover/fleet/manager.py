@@ -1,0 +1,425 @@
+"""The fleet manager: N robot slots, one batched policy forward per control tick, an operator API, recording.
+
+Each control tick: expired leases put their robots in hold; simulated operators act through the same API a
+console uses; every autonomous robot whose action chunk ran out gets a new one from a single batched forward;
+every moving robot is stepped (all workers in parallel); steps are recorded into the robot's attempt; finished
+attempts are stored with their supervision segments. The clock is sim time (``ticks * control period``), so
+operator costs and waiting times are measured in the same seconds as the robots' work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vla_recover.data import EpisodeStore
+from vla_recover.envs import TASKS, resolve_task_name
+from vla_recover.fleet.accounting import EffortLedger
+from vla_recover.fleet.config import FleetConfig
+from vla_recover.fleet.episode import AttemptBuffer
+from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunks
+from vla_recover.fleet.states import MOVING, SlotMachine, SlotState
+from vla_recover.fleet.worker import SimWorkerSpec, WorkerDied, WorkerHandle
+from vla_recover.teleop.devices import DeviceDisconnected, TeleopDevice
+from vla_recover.teleop.lease import Lease, LeaseError, LeaseManager
+
+__all__ = ["FleetManager", "Slot"]
+
+S = SlotState
+
+
+@dataclass
+class Slot:
+    robot: str
+    machine: SlotMachine
+    worker: WorkerHandle
+    history: deque[dict[str, np.ndarray]]
+    plan: deque[np.ndarray] = field(default_factory=deque)
+    obs: dict[str, np.ndarray] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    attempt: AttemptBuffer | None = None
+    branch_rows: list[int] = field(default_factory=list)  # attempt row of each env step on the current branch
+    branch_progress: list[float] = field(default_factory=list)
+    device: TeleopDevice | None = None
+    lease: Lease | None = None
+    hold: bool = False  # a teleop robot with no valid command holds still
+    paused: bool = False
+    needs_reset: bool = True
+    busy_until: float = 0.0  # end of the current reset
+    grip: float = -1.0  # last gripper command, kept while holding
+
+    @property
+    def state(self) -> SlotState:
+        return self.machine.state
+
+
+class FleetManager:
+    def __init__(self, config: FleetConfig, source: ChunkSource | None = None) -> None:
+        self.config = config
+        self.task = resolve_task_name(config.task)
+        task_cls = TASKS.get(self.task).load()
+        self.phases: tuple[str, ...] = tuple(task_cls.PHASES)
+        self.dt = 1.0 / float(task_cls.CONTROL_HZ)
+        self.ticks = 0
+        self.ledger = EffortLedger()
+        self.leases = LeaseManager(config.lease_ttl_s, clock=self.now)
+        self.source: ChunkSource = source or (
+            ConstantChunks(config.constant_action)
+            if config.constant_action is not None
+            else PolicyChunks(config.policy, config.compile_policy)  # type: ignore[arg-type]
+        )
+        self.store = EpisodeStore(config.store, mode="a")
+        self._episodes_started = 0
+        self._next_seed = config.seed
+        spec = SimWorkerSpec(
+            self.task, dict(config.task_config), dict(config.teleoperator.expert), config.rewind_capacity
+        )
+        self.slots: dict[str, Slot] = {}
+        for i in range(config.robots):
+            robot = f"sim{i:02d}"
+            self.slots[robot] = Slot(
+                robot,
+                SlotMachine(robot, self._on_transition),
+                WorkerHandle(spec, f"fleet-{robot}"),
+                deque(maxlen=self.source.obs_horizon),
+            )
+        self.operators: list[Any] = []  # ticked before the robots; see vla_recover.teleop.operators
+        self.auto_reset = True  # finished robots reset themselves unless an operator takes that job
+
+    # -- clock, events ----------------------------------------------------------------------------------------
+    def now(self) -> float:
+        return self.ticks * self.dt
+
+    def event(self, kind: str, actor: str, payload: dict[str, Any], robot: str | None = None) -> None:
+        with self.store.index.transaction():
+            self.store.index.insert_event(kind, actor, {**payload, "sim_time": round(self.now(), 3)}, robot=robot)
+
+    def _on_transition(self, robot: str, old: SlotState, new: SlotState, reason: str) -> None:
+        self.event("slot_state", "fleet", {"state": str(new), "from": str(old), "reason": reason}, robot)
+
+    def slot(self, robot: str) -> Slot:
+        try:
+            return self.slots[robot]
+        except KeyError:
+            raise KeyError(f"robot: no robot {robot!r} in this fleet ({', '.join(self.slots)})") from None
+
+    @property
+    def finished(self) -> bool:
+        done = sum(self.ledger.episodes.values()) >= self.config.episodes
+        out_of_time = self.config.sim_seconds is not None and self.now() >= self.config.sim_seconds
+        return done or out_of_time
+
+    # -- operator API: the console and the simulated operators call these -------------------------------------
+    def request_takeover(self, robot: str, operator: str, reason: str = "") -> None:
+        slot = self.slot(robot)
+        slot.machine.to(S.TAKEOVER_REQUESTED, reason)
+        self.event("takeover_requested", operator, {"reason": reason}, robot)
+
+    def grant_takeover(self, robot: str, operator: str, device: TeleopDevice) -> Lease:
+        """Give ``operator`` an exclusive lease on ``robot``; its device drives the robot from the next tick."""
+        slot = self.slot(robot)
+        if slot.state not in (S.TAKEOVER_REQUESTED, S.AUTONOMOUS):
+            raise LeaseError(f"robot {robot}: cannot take over in state {slot.state}")
+        try:
+            lease = self.leases.acquire(robot, operator)
+        except LeaseError as refusal:
+            self.event("takeover_refused", operator, {"reason": str(refusal)}, robot)
+            raise
+        slot.machine.to(S.TELEOP, f"granted to {operator}")
+        slot.lease, slot.device, slot.hold = lease, device, False
+        slot.plan.clear()
+        self.ledger.interventions += 1
+        self.event("takeover_granted", operator, {"operator": operator, "device": device.name}, robot)
+        return lease
+
+    def renew_lease(self, robot: str, token: str) -> Lease:
+        lease = self.leases.renew(robot, token)
+        self.slot(robot).lease = lease
+        return lease
+
+    def rewind(self, robot: str, token: str, steps: int | None = None) -> int:
+        """Restore the robot to ``steps`` back, or (None) to its last in-distribution state; returns steps undone."""
+        slot = self.slot(robot)
+        lease = self._checked_lease(slot, token)
+        here = len(slot.branch_rows)
+        oldest = max(0, here - self.config.rewind_capacity)
+        target = here - steps if steps is not None else self._last_in_distribution(slot)
+        target = max(oldest, min(target, here))
+        if target >= here or slot.attempt is None:
+            return 0
+        slot.machine.to(S.REWINDING, f"{here - target} steps")
+        try:
+            obs, info = slot.worker.call("rewind_to", target)
+        except WorkerDied as exc:
+            self._fault(slot, str(exc))
+            return 0
+        slot.attempt.add_rewind(list(reversed(slot.branch_rows[target:])))
+        del slot.branch_rows[target:], slot.branch_progress[target:]
+        slot.obs, slot.info = obs, info
+        slot.machine.to(S.TELEOP, "rewound")
+        self.ledger.rewinds += 1
+        self.event("rewind", lease.operator, {"steps": here - target, "to_step": target}, robot)
+        return here - target
+
+    def release_takeover(self, robot: str, token: str) -> None:
+        """Hand the robot back to the policy, which starts from fresh observations (no stale-window snap)."""
+        slot = self.slot(robot)
+        lease = self._checked_lease(slot, token)
+        self.leases.release(robot, token)
+        slot.lease, slot.device, slot.hold = None, None, False
+        slot.machine.to(S.AUTONOMOUS, f"released by {lease.operator}")
+        self._refill_history(slot)
+        self.event("takeover_released", lease.operator, {}, robot)
+
+    def reset(self, robot: str, operator: str, seconds: float = 0.0) -> None:
+        slot = self.slot(robot)
+        slot.machine.to(S.RESETTING, f"by {operator}")
+        slot.busy_until = self.now() + seconds
+        self.event("reset", operator, {"seconds": seconds}, robot)
+
+    def estop(self, operator: str, robot: str | None = None) -> None:
+        """Stop one robot or (None) all of them now; e-stop wins over every state and lease."""
+        for slot in [self.slot(robot)] if robot else list(self.slots.values()):
+            if slot.state is S.ESTOPPED:
+                continue
+            self._end_attempt(slot, "aborted", reason="estop")
+            self._drop_lease(slot)
+            slot.machine.to(S.ESTOPPED, f"by {operator}")
+            self.event("estop", operator, {}, slot.robot)
+
+    def clear_estop(self, robot: str, operator: str) -> None:
+        slot = self.slot(robot)
+        slot.machine.to(S.IDLE, f"cleared by {operator}")
+        slot.needs_reset = True
+        self.event("estop_cleared", operator, {}, robot)
+
+    def pause(self, robot: str, operator: str) -> None:
+        self.slot(robot).paused = True
+        self.event("pause", operator, {}, robot)
+
+    def resume(self, robot: str, operator: str) -> None:
+        self.slot(robot).paused = False
+        self.event("resume", operator, {}, robot)
+
+    # -- the control loop -----------------------------------------------------------------------------------------
+    def start(self) -> None:
+        for slot in self.slots.values():
+            self._begin_reset(slot, "start")
+
+    def run(self, progress: Any = None) -> dict[str, Any]:
+        """Tick until the episode count or sim-time budget is reached; returns the run summary."""
+        started = time.perf_counter()
+        self.start()
+        try:
+            while not self.finished:
+                self.tick()
+                if progress is not None:
+                    progress(self)
+        finally:
+            self.close()
+        return self.summary(time.perf_counter() - started)
+
+    def tick(self) -> None:
+        for lease in self.leases.expired():
+            self._lease_lost(self.slot(lease.robot), f"the lease of {lease.operator} expired")
+        for operator in self.operators:
+            operator.act(self)
+        self._finish_resets()
+        self._plan_chunks()
+        moving = [s for s in self.slots.values() if s.state in MOVING and not s.paused and s.obs is not None]
+        actions = {s.robot: self._next_action(s) for s in moving}
+        for slot in moving:
+            try:
+                slot.worker.send("step", actions[slot.robot][0])
+            except WorkerDied as exc:
+                self._fault(slot, str(exc))
+        for slot in moving:
+            if slot.state is S.FAULT:
+                continue
+            try:
+                obs, info, terminated, truncated, taken = slot.worker.receive()
+            except WorkerDied as exc:
+                self._fault(slot, str(exc))
+                continue
+            self._record(slot, taken, actions[slot.robot][1], obs, info)
+            if terminated or truncated:
+                self._end_attempt(slot, "success" if info.get("is_success") else "truncated")
+        for slot in self.slots.values():
+            self.ledger.robot_s += self.dt
+            if slot.state in (S.TAKEOVER_REQUESTED, S.EPISODE_DONE) or (slot.state is S.TELEOP and slot.hold):
+                self.ledger.robot_waiting_s += self.dt
+        self.ticks += 1
+
+    # -- internals ----------------------------------------------------------------------------------------------
+    def _checked_lease(self, slot: Slot, token: str) -> Lease:
+        try:
+            return self.leases.check(slot.robot, token)
+        except LeaseError as refusal:
+            self.event("command_refused", "fleet", {"reason": str(refusal)}, slot.robot)
+            raise
+
+    def _lease_lost(self, slot: Slot, reason: str) -> None:
+        """Lease expiry or device loss: the robot holds still until someone takes it over again."""
+        self.leases.revoke(slot.robot)
+        slot.lease, slot.device, slot.hold = None, None, True
+        self.event("lease_lost", "fleet", {"reason": reason}, slot.robot)
+
+    def _drop_lease(self, slot: Slot) -> None:
+        if slot.lease is not None:
+            self.leases.revoke(slot.robot)
+        slot.lease, slot.device, slot.hold = None, None, False
+
+    def _hold_action(self, slot: Slot) -> np.ndarray:
+        return np.array([0.0, 0.0, 0.0, 0.0, slot.grip])
+
+    def _plan_chunks(self) -> None:
+        need = [
+            s
+            for s in self.slots.values()
+            if s.state in (S.AUTONOMOUS, S.TAKEOVER_REQUESTED) and not s.plan and not s.paused and s.obs is not None
+        ]
+        if not need:
+            return
+        groups = [need] if self.config.batched_inference else [[s] for s in need]
+        for group in groups:
+            chunks = self.source.predict([s.history for s in group], [s.attempt.instruction for s in group])  # type: ignore[union-attr]
+            for slot, chunk in zip(group, chunks, strict=True):
+                slot.plan.extend(chunk[: self.source.action_exec])
+
+    def _next_action(self, slot: Slot) -> tuple[np.ndarray | None, str]:
+        """(action or None for the sim expert, actor) for this tick; invalid commands are rejected into a hold."""
+        if slot.state is not S.TELEOP:
+            return self._valid(slot, slot.plan.popleft(), "policy"), "policy"
+        if slot.hold or slot.device is None:
+            return self._hold_action(slot), "human"
+        if slot.device.uses_sim_expert:
+            return None, "human"
+        try:
+            command = slot.device.read(slot.obs or {})
+        except DeviceDisconnected as exc:
+            self._lease_lost(slot, f"device {slot.device.name}: {exc}")
+            return self._hold_action(slot), "human"
+        return (self._hold_action(slot) if command is None else self._valid(slot, command, "human")), "human"
+
+    def _valid(self, slot: Slot, action: np.ndarray, source: str) -> np.ndarray:
+        action = np.asarray(action, dtype=np.float64).reshape(-1)
+        problem = None
+        if action.shape != (5,):
+            problem = f"shape {action.shape}, expected (5,)"
+        elif not np.all(np.isfinite(action)):
+            problem = "NaN or Inf"
+        elif np.any(np.abs(action) > 1.0 + 1e-6):
+            problem = f"out of range [-1, 1]: {np.round(action, 3).tolist()}"
+        if problem is None:
+            return action
+        self.ledger.rejected_actions += 1
+        self.event("action_rejected", source, {"reason": problem}, slot.robot)
+        slot.plan.clear()
+        return self._hold_action(slot)
+
+    def _record(self, slot: Slot, action: np.ndarray, actor: str, obs: dict[str, Any], info: dict[str, Any]) -> None:
+        assert slot.attempt is not None and slot.obs is not None
+        slot.branch_rows.append(len(slot.attempt))
+        slot.branch_progress.append(float(info.get("progress", 0.0)))
+        slot.attempt.add(slot.obs, action, actor, info)
+        slot.grip = float(action[4]) if len(action) > 4 else slot.grip
+        slot.obs, slot.info = obs, info
+        slot.history.append(obs)
+
+    def _refill_history(self, slot: Slot) -> None:
+        slot.plan.clear()
+        slot.history.clear()
+        slot.history.extend([slot.obs] * self.source.obs_horizon)  # type: ignore[list-item]
+
+    def _last_in_distribution(self, slot: Slot) -> int:
+        """The latest step at which ground-truth progress was at its best so far: before things went wrong."""
+        progress = np.asarray(slot.branch_progress)
+        if progress.size == 0:
+            return 0
+        best = np.maximum.accumulate(progress)
+        rising = np.flatnonzero(progress >= best - 1e-6)
+        return int(rising[-1]) + 1 if rising.size else 0
+
+    def _begin_reset(self, slot: Slot, reason: str, seconds: float = 0.0) -> None:
+        slot.machine.to(S.RESETTING, reason)
+        slot.busy_until = self.now() + seconds
+
+    def _finish_resets(self) -> None:
+        for slot in self.slots.values():
+            if slot.state is S.EPISODE_DONE and self.auto_reset:
+                self._begin_reset(slot, "automatic reset")
+            if slot.state is S.IDLE and slot.needs_reset:
+                self._begin_reset(slot, "reset before the next episode")
+            if slot.state is S.RESETTING and slot.busy_until <= self.now():
+                self._reset_worker(slot)
+            if slot.state is S.IDLE and not slot.needs_reset and self._episodes_started < self.config.episodes:
+                self._start_attempt(slot)
+
+    def _reset_worker(self, slot: Slot) -> None:
+        seed = self._next_seed
+        try:
+            obs, info = slot.worker.call("reset", seed)
+        except WorkerDied as exc:
+            self._fault(slot, str(exc))
+            return
+        self._next_seed += 1
+        slot.obs, slot.info, slot.needs_reset = obs, info, False
+        slot.attempt = AttemptBuffer(
+            self.task, slot.robot, info.get("instruction", ""), seed, self.phases, self.source.obs_keys, self.dt,
+            policy_version=self.source.version,
+        )  # fmt: skip
+        slot.branch_rows, slot.branch_progress = [], []
+        slot.machine.to(S.IDLE, "reset done")
+
+    def _start_attempt(self, slot: Slot) -> None:
+        assert slot.attempt is not None
+        self._episodes_started += 1
+        self._refill_history(slot)
+        slot.machine.to(S.AUTONOMOUS, "episode start")
+        self.event("episode_started", "fleet", {"task": self.task, "instruction": slot.attempt.instruction}, slot.robot)
+
+    def _end_attempt(self, slot: Slot, outcome: str, reason: str = "") -> None:
+        attempt, slot.attempt = slot.attempt, None
+        slot.needs_reset = True
+        slot.plan.clear()
+        if slot.machine.can(S.EPISODE_DONE):
+            slot.machine.to(S.EPISODE_DONE, outcome)
+        self._drop_lease(slot)
+        if attempt is None or len(attempt) == 0:
+            return
+        episodes = [attempt.to_episode(outcome, reason=reason)]
+        if self.config.emit_corrections:
+            episodes += [attempt.to_episode(outcome, rows=rows, correction=True) for rows in attempt.corrections()]
+        self.store.append_episodes(episodes)
+        self.ledger.episodes[outcome] += 1
+
+    def _fault(self, slot: Slot, reason: str) -> None:
+        """The worker died: store what it did as ``aborted``, restart it, and reset the slot."""
+        if slot.state is S.FAULT:
+            return
+        self.event("fault", "fleet", {"reason": reason}, slot.robot)
+        self._end_attempt(slot, "aborted", reason=reason)
+        slot.machine.to(S.FAULT, reason)
+        slot.worker.restart()
+        slot.needs_reset = True
+        self._begin_reset(slot, "worker restarted")
+
+    # -- reporting ----------------------------------------------------------------------------------------------
+    def summary(self, wall_s: float) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "robots": len(self.slots),
+            "sim_s": round(self.now(), 2),
+            "wall_s": round(wall_s, 2),
+            "control_steps_per_s": round(self.ticks * len(self.slots) / wall_s, 1) if wall_s else None,
+            **self.ledger.summary(),
+        }
+
+    def close(self) -> None:
+        for slot in self.slots.values():
+            slot.worker.close()
+        self.store.close()
