@@ -142,7 +142,7 @@ def main() -> None:
                     Path(tmp) / f"u{n}",
                     policy=str(policy),
                     batched_inference=False,
-                ),  # fmt: skip
+                ),
                 "async_vector_env": measure_async_vector_env(args.task, n, args.horizon, args.seconds),
             }
             row = {k: round(v, 1) for k, v in row.items()}
