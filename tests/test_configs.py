@@ -40,3 +40,11 @@ def test_train_presets_validate(path: Path) -> None:
     validate_config(POLICIES.get(config.policy).config_cls, config.policy_config, source=str(path))
     if config.eval_task:
         load_task_config(config.eval_task)
+
+
+@pytest.mark.parametrize("path", sorted((CONFIGS / "fleet").glob("*.yaml")), ids=lambda p: p.name)
+def test_fleet_presets_validate(path: Path) -> None:
+    from vla_recover.fleet import FleetConfig
+
+    config = validate_config(FleetConfig, load_yaml(path), source=str(path))
+    load_task_config(config.task, config.task_config or None)

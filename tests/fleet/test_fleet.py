@@ -182,3 +182,27 @@ def test_fleet_config_errors_name_the_field(tmp_path: Path) -> None:
         validate_config(FleetConfig, {"robots": 0, "constant_action": DOWN})
     with pytest.raises(ConfigError, match="backend"):
         validate_config(FleetConfig, {"backend": "kubernetes", "constant_action": DOWN})
+
+
+class CountingChunks:
+    """Chunk ``c`` has x-actions ``c/10 + i/100`` (i = index in the chunk): the recording shows which was used."""
+
+    obs_horizon, action_exec, obs_keys, version = 1, 4, ("state",), "count"
+    calls = 0
+
+    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
+        self.calls += 1
+        chunk = np.zeros((len(windows), 8, 5))
+        chunk[:, :, 0] = self.calls / 10 + np.arange(8) / 100
+        chunk[:, :, 4] = -1.0
+        return chunk
+
+
+def test_next_chunk_is_asked_for_early_and_joins_in_step(tmp_path: Path) -> None:
+    config = fleet_config(tmp_path, robots=1, episodes=1, inference_lead_steps=1, task_config={"horizon": 10})
+    source = CountingChunks()
+    FleetManager(config, source=source).run()
+    with EpisodeStore(tmp_path / "store") as store:
+        used = [round(float(x), 2) for x in store.episode(0)["action"][:, 0]]
+    assert used == [0.1, 0.11, 0.12, 0.13, 0.21, 0.22, 0.23, 0.31, 0.32, 0.33]
+    assert source.calls == 4  # every 3 ticks, one action ahead of running out

@@ -46,6 +46,12 @@ class FleetConfig(FrozenConfig):
     policy: Path | None = Field(None, description="a policy checkpoint directory")
     constant_action: list[float] | None = Field(None, description="instead of a policy (benchmarks, smoke tests)")
     batched_inference: bool = True
+    inference_lead_steps: int = Field(
+        default=0,
+        ge=0,
+        description="ask for the next chunk this many actions before the current one runs out; the robot keeps "
+        "executing those while the forward runs, and the new chunk joins in step",
+    )
     compile_policy: bool = False
     store: Path = Path("runs/fleet")
     backend: Literal["process"] = "process"

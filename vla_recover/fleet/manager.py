@@ -277,18 +277,25 @@ class FleetManager:
         return np.array([0.0, 0.0, 0.0, 0.0, slot.grip])
 
     def _plan_chunks(self) -> None:
+        """One forward for every autonomous robot whose plan is down to ``inference_lead_steps`` actions.
+
+        The new chunk is conditioned on the observation now; the actions still queued cover its first steps, so
+        it joins at the same offset and the robot never replays a stale plan or stops to wait.
+        """
+        lead = self.config.inference_lead_steps
         need = [
             s
             for s in self.slots.values()
-            if s.state in (S.AUTONOMOUS, S.TAKEOVER_REQUESTED) and not s.plan and not s.paused and s.obs is not None
+            if s.state in (S.AUTONOMOUS, S.TAKEOVER_REQUESTED) and len(s.plan) <= lead and not s.paused and s.obs
         ]
         if not need:
             return
         groups = [need] if self.config.batched_inference else [[s] for s in need]
         for group in groups:
-            chunks = self.source.predict([s.history for s in group], [s.attempt.instruction for s in group])  # type: ignore[union-attr]
+            windows = [s.history for s in group]
+            chunks = self.source.predict(windows, [s.attempt.instruction if s.attempt else "" for s in group])
             for slot, chunk in zip(group, chunks, strict=True):
-                slot.plan.extend(chunk[: self.source.action_exec])
+                slot.plan.extend(chunk[len(slot.plan) : max(self.source.action_exec, len(slot.plan) + 1)])
 
     def _next_action(self, slot: Slot) -> tuple[np.ndarray | None, str]:
         """(action or None for the sim expert, actor) for this tick; invalid commands are rejected into a hold."""
