@@ -206,3 +206,57 @@ def test_next_chunk_is_asked_for_early_and_joins_in_step(tmp_path: Path) -> None
         used = [round(float(x), 2) for x in store.episode(0)["action"][:, 0]]
     assert used == [0.1, 0.11, 0.12, 0.13, 0.21, 0.22, 0.23, 0.31, 0.32, 0.33]
     assert source.calls == 4  # every 3 ticks, one action ahead of running out
+
+
+def test_estop_stops_every_robot_stores_their_attempts_and_clearing_resets(tmp_path: Path) -> None:
+    fleet = FleetManager(fleet_config(tmp_path, robots=2, episodes=4, task_config={"horizon": 60}))
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: len(fleet.slots["sim01"].branch_rows) == 5)
+        fleet.grant_takeover("sim00", "alice", ScriptedDevice([]))
+        fleet.estop("floor")
+        assert {s.state for s in fleet.slots.values()} == {S.ESTOPPED}
+        assert fleet.leases.holder("sim00") is None
+        for _ in range(3):
+            fleet.tick()  # nothing moves while e-stopped
+        assert all(s.attempt is None for s in fleet.slots.values())
+        fleet.clear_estop("sim00", "floor")
+        tick_until(fleet, lambda: fleet.slots["sim00"].state is S.AUTONOMOUS)
+        assert fleet.slots["sim01"].state is S.ESTOPPED
+    finally:
+        fleet.close()
+    with EpisodeStore(tmp_path / "store") as store:
+        assert [(r.robot, r.outcome, r.length) for r in store.episodes()] == [
+            ("sim00", "aborted", 5),
+            ("sim01", "aborted", 5),
+        ]
+
+
+def test_rewind_to_the_last_in_distribution_state_and_corrections_as_episodes(tmp_path: Path) -> None:
+    config = fleet_config(tmp_path, robots=1, episodes=1, emit_corrections=True, task_config={"horizon": 40})
+    fleet = FleetManager(config)
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: len(fleet.slots["sim00"].branch_rows) == 10)
+        slot = fleet.slots["sim00"]
+        slot.branch_progress[:] = [0.1, 0.2, 0.3, 0.4, 0.4, 0.2, 0.1, 0.1, 0.1, 0.1]  # best reached at step 4
+        lease = fleet.grant_takeover("sim00", "alice", ScriptedDevice(lambda obs: np.array([0, 0, 0.2, 0, -1.0])))
+        assert fleet.rewind("sim00", lease.token) == 5  # back to the state after step 4
+        assert len(slot.branch_rows) == 5 and len(slot.attempt.rows) == 10 + 5  # type: ignore[union-attr]
+        landed = slot.attempt.rows[5]["obs.state"]  # type: ignore[union-attr]
+        np.testing.assert_array_equal(slot.obs["state"], landed)  # type: ignore[index]  # the exact state
+        for _ in range(3):
+            fleet.tick()
+        fleet.release_takeover("sim00", lease.token)
+        tick_until(fleet, lambda: fleet.finished)
+    finally:
+        fleet.close()
+    with EpisodeStore(tmp_path / "store") as store:
+        full, correction = store.episodes()
+        # 10 steps, 5 rewound (recorded in reverse), then env steps 5..39 again: 10 + 5 + 35
+        assert full.length == 50 and correction.length == 3 and correction.info["correction"]
+        kinds = [(s.start, s.stop, s.kind) for s in store.index.segments(episode=full.id)]
+        assert kinds == [(0, 10, "autonomous"), (10, 15, "rewind"), (15, 18, "intervention"), (18, 50, "autonomous")]
+        assert [(s.start, s.stop, s.kind) for s in store.index.segments(episode=correction.id)] == [
+            (0, 3, "intervention")
+        ]
