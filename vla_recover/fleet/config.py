@@ -39,7 +39,8 @@ class TeleoperatorConfig(FrozenConfig):
 class FleetConfig(FrozenConfig):
     task: str = "PickPlaceBin"
     task_config: dict[str, Any] = Field(default_factory=dict)
-    robots: int = Field(default=4, ge=1, le=256)
+    robots: int = Field(default=4, ge=0, le=256, description="sim robots")
+    fake_robots: int = Field(default=0, ge=0, le=256, description="hardware slots backed by hardware.FakeRobot")
     episodes: int = Field(default=20, ge=1, le=10_000_000, description="stop after this many finished episodes")
     sim_seconds: float | None = Field(None, gt=0.0, description="or after this much fleet sim time")
     seed: int = Field(default=0, ge=0)
@@ -54,7 +55,8 @@ class FleetConfig(FrozenConfig):
     )
     compile_policy: bool = False
     store: Path = Path("runs/fleet")
-    backend: Literal["process"] = "process"
+    backend: Literal["process", "ray"] = "process"
+    ray_address: str | None = Field(default=None, description="Ray cluster to join ('auto': local); None: start one")
     rewind_capacity: int = Field(default=200, ge=1, le=100_000)
     emit_corrections: bool = Field(default=False, description="also store each correction as an episode of its own")
     lease_ttl_s: float = Field(default=10.0, gt=0.0)
@@ -63,6 +65,8 @@ class FleetConfig(FrozenConfig):
 
     @model_validator(mode="after")
     def _one_controller(self) -> FleetConfig:
+        if self.robots + self.fake_robots == 0:
+            raise ValueError("robots / fake_robots: a fleet needs at least one robot")
         if (self.policy is None) == (self.constant_action is None):
             raise ValueError("policy / constant_action: give exactly one (a checkpoint directory or an action)")
         return self

@@ -17,13 +17,15 @@ from typing import Any
 import numpy as np
 
 from vla_recover.data import EpisodeStore
-from vla_recover.envs import TASKS, resolve_task_name
+from vla_recover.envs import TASKS, make_task, resolve_task_name
 from vla_recover.fleet.accounting import EffortLedger
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
 from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunks
+from vla_recover.fleet.robot_backend import RobotWorker
 from vla_recover.fleet.states import MOVING, SlotMachine, SlotState
-from vla_recover.fleet.worker import SimWorkerSpec, WorkerDied, WorkerHandle
+from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied, WorkerHandle
+from vla_recover.hardware.robot import FakeRobot
 from vla_recover.teleop.devices import DeviceDisconnected, TeleopDevice
 from vla_recover.teleop.lease import Lease, LeaseError, LeaseManager
 
@@ -36,7 +38,7 @@ S = SlotState
 class Slot:
     robot: str
     machine: SlotMachine
-    worker: WorkerHandle
+    worker: Worker
     history: deque[dict[str, np.ndarray]]
     plan: deque[np.ndarray] = field(default_factory=deque)
     obs: dict[str, np.ndarray] | None = None
@@ -84,11 +86,40 @@ class FleetManager:
             self.slots[robot] = Slot(
                 robot,
                 SlotMachine(robot, self._on_transition),
-                WorkerHandle(spec, f"fleet-{robot}"),
+                self._make_worker(spec, f"fleet-{robot}"),
                 deque(maxlen=self.source.obs_horizon),
             )
+        if config.fake_robots:
+            self._add_fake_robots(config.fake_robots)
         self.operators: list[Any] = []  # ticked before the robots; see vla_recover.teleop.operators
         self.auto_reset = True  # finished robots reset themselves unless an operator takes that job
+
+    def _add_fake_robots(self, count: int) -> None:
+        """FakeRobot slots whose observations have the task's shape (the scene part fixed at the task's reset)."""
+        probe = make_task(self.task, self.config.task_config)
+        try:
+            obs, info = probe.reset(seed=self.config.seed)
+            horizon = int(probe.unwrapped.config.horizon)
+        finally:
+            probe.close()
+        scene = obs["state"][FakeRobot.PROPRIO_DIMS :]
+        for i in range(count):
+            robot = f"fake{i:02d}"
+            arm = FakeRobot(robot, control_hz=1.0 / self.dt, scene=scene)
+            self.slots[robot] = Slot(
+                robot,
+                SlotMachine(robot, self._on_transition),
+                RobotWorker(arm, robot, horizon, info["instruction"]),
+                deque(maxlen=self.source.obs_horizon),
+            )
+
+    def _make_worker(self, spec: SimWorkerSpec, name: str) -> Worker:
+        if self.config.backend == "ray":
+            from vla_recover.fleet.ray_backend import RayWorkerHandle, init_ray
+
+            init_ray(self.config.ray_address)
+            return RayWorkerHandle(spec, name)
+        return WorkerHandle(spec, name)
 
     # -- clock, events ----------------------------------------------------------------------------------------
     def now(self) -> float:

@@ -17,11 +17,24 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["SimWorkerSpec", "WorkerDied", "WorkerHandle"]
+__all__ = ["SimWorkerCore", "SimWorkerSpec", "Worker", "WorkerDied", "WorkerHandle"]
+
+
+class Worker(Protocol):
+    """What the fleet needs from a worker, whatever runs it (`WorkerHandle`, `RayWorkerHandle`)."""
+
+    name: str
+
+    def send(self, *request: Any) -> None: ...
+    def receive(self, timeout: float = ...) -> Any: ...
+    def call(self, *request: Any) -> Any: ...
+    def restart(self) -> None: ...
+    def close(self, graceful: bool = True) -> None: ...
+    def kill(self) -> None: ...
 
 
 class WorkerDied(RuntimeError):
@@ -36,53 +49,68 @@ class SimWorkerSpec:
     rewind_capacity: int = 200
 
 
+class SimWorkerCore:
+    """What a worker does with one request, whatever carries the requests (a pipe, a Ray actor call)."""
+
+    def __init__(self, spec: SimWorkerSpec) -> None:
+        import torch
+
+        from vla_recover.envs import make_expert, make_task
+
+        torch.set_num_threads(1)
+        self.spec = spec
+        self.env = make_task(spec.task, spec.task_config)
+        self.expert = make_expert(spec.task, self.env, spec.expert_config)
+        self.history: OrderedDict[int, Any] = OrderedDict()  # step → exact sim state before that step
+        self.step = 0
+
+    def handle(self, request: tuple[Any, ...]) -> Any:
+        """The reply to ``request``; an exception instance (not raised) when the request is wrong."""
+        kind = request[0]
+        if kind == "reset":
+            seed = int(request[1])
+            obs, info = self.env.reset(seed=seed)
+            self.expert.reset(seed + 1)
+            self.history.clear()
+            self.step = 0
+            return obs, info
+        if kind == "step":
+            self.history[self.step] = self.env.unwrapped.get_state()
+            while len(self.history) > self.spec.rewind_capacity:
+                self.history.popitem(last=False)
+            action = self.expert() if request[1] is None else request[1]
+            obs, _, terminated, truncated, info = self.env.step(action)
+            self.step += 1
+            return obs, info, terminated, truncated, np.asarray(action, np.float32)
+        if kind == "rewind_to":
+            target = int(request[1])
+            if target not in self.history:
+                return ValueError(f"rewind: step {target} is not among the last {len(self.history)} kept")
+            obs, info = self.env.unwrapped.set_state(self.history[target])
+            for later in [s for s in self.history if s >= target]:
+                del self.history[later]
+            self.step = target
+            return obs, info
+        if kind == "pid":
+            return os.getpid()
+        return ValueError(f"worker request: unknown kind {kind!r}")
+
+    def close(self) -> None:
+        self.env.close()
+
+
 def _serve(connection: Connection, spec: SimWorkerSpec) -> None:
-    import torch
-
-    from vla_recover.envs import make_expert, make_task
-
-    torch.set_num_threads(1)
-    env = make_task(spec.task, spec.task_config)
-    expert = make_expert(spec.task, env, spec.expert_config)
-    history: OrderedDict[int, Any] = OrderedDict()  # step → exact sim state before that step
-    step = 0
+    core = SimWorkerCore(spec)
     try:
         while True:
             request = connection.recv()
-            kind = request[0]
-            if kind == "close":
+            if request[0] == "close":
                 break
-            if kind == "reset":
-                seed = int(request[1])
-                obs, info = env.reset(seed=seed)
-                expert.reset(seed + 1)
-                history.clear()
-                step = 0
-                connection.send((obs, info))
-            elif kind == "step":
-                history[step] = env.unwrapped.get_state()
-                while len(history) > spec.rewind_capacity:
-                    history.popitem(last=False)
-                action = expert() if request[1] is None else request[1]
-                obs, _, terminated, truncated, info = env.step(action)
-                step += 1
-                connection.send((obs, info, terminated, truncated, np.asarray(action, np.float32)))
-            elif kind == "rewind_to":
-                target = int(request[1])
-                if target not in history:
-                    connection.send(ValueError(f"rewind: step {target} is not among the last {len(history)} kept"))
-                    continue
-                obs, info = env.unwrapped.set_state(history[target])
-                for later in [s for s in history if s >= target]:
-                    del history[later]
-                step = target
-                connection.send((obs, info))
-            else:
-                connection.send(ValueError(f"worker request: unknown kind {kind!r}"))
+            connection.send(core.handle(request))
     except (EOFError, KeyboardInterrupt):
         pass
     finally:
-        env.close()
+        core.close()
 
 
 class WorkerHandle:

@@ -1,0 +1,91 @@
+"""Sim workers as Ray actors (``backend: ray``), so one fleet can span the machines of a Ray cluster.
+
+Same requests and replies as the process backend (the actor wraps the same `SimWorkerCore`); a dead actor surfaces
+as `WorkerDied`, so the fleet's fault handling is unchanged. Needs the ``ray`` extra.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vla_recover.fleet.worker import SimWorkerCore, SimWorkerSpec, WorkerDied
+
+__all__ = ["RayWorkerHandle", "init_ray"]
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError("backend ray needs Ray: pip install 'vla-recover[ray]'") from exc
+    return ray
+
+
+def init_ray(address: str | None) -> None:
+    """Join the cluster at ``address`` ("auto" for the local one), or start a private local Ray."""
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+
+
+class _SimWorkerActor:
+    def __init__(self, spec: SimWorkerSpec) -> None:
+        self.core = SimWorkerCore(spec)
+
+    def handle(self, request: tuple[Any, ...]) -> Any:
+        return self.core.handle(request)
+
+
+class RayWorkerHandle:
+    """The fleet's end of one Ray actor; the same interface as `WorkerHandle`."""
+
+    def __init__(self, spec: SimWorkerSpec, name: str) -> None:
+        self.spec, self.name = spec, name
+        self._actor: Any = None
+        self._pending: Any = None
+        self.start()
+
+    def start(self) -> None:
+        ray = _ray()
+        self._actor = ray.remote(num_cpus=0.5, max_restarts=0)(_SimWorkerActor).remote(self.spec)
+        self._pending = None
+
+    @property
+    def pid(self) -> int:
+        return int(self.call("pid"))
+
+    def send(self, *request: Any) -> None:
+        if self._actor is None:
+            raise WorkerDied(f"{self.name}: closed")
+        self._pending = self._actor.handle.remote(request)
+
+    def receive(self, timeout: float = 120.0) -> Any:
+        ray = _ray()
+        try:
+            reply = ray.get(self._pending, timeout=timeout)
+        except ray.exceptions.GetTimeoutError as exc:
+            raise WorkerDied(f"{self.name}: no reply within {timeout} s") from exc
+        except ray.exceptions.RayActorError as exc:
+            raise WorkerDied(f"{self.name}: actor died ({type(exc).__name__})") from exc
+        finally:
+            self._pending = None
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def call(self, *request: Any) -> Any:
+        self.send(*request)
+        return self.receive()
+
+    def restart(self) -> None:
+        self.close(graceful=False)
+        self.start()
+
+    def close(self, graceful: bool = True) -> None:
+        if self._actor is not None:
+            _ray().kill(self._actor)
+            self._actor = None
+
+    def kill(self) -> None:
+        """Kill the actor's process without warning (tests and fault drills)."""
+        _ray().kill(self._actor, no_restart=True)

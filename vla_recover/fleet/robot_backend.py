@@ -1,0 +1,81 @@
+"""A real (or fake) `Robot` as a fleet worker: the same requests as a sim worker, answered by the arm.
+
+A robot has no reset button and no saved states: ``reset`` moves it home (the floor operator resets the scene),
+``rewind_to`` replays the commands since that step backwards (end-effector deltas negated, newest first, gripper as
+it was then), which retraces the path on an arm with delta control. There is no scripted expert on a robot: a
+takeover needs a human device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from vla_recover.fleet.worker import WorkerDied
+from vla_recover.hardware.robot import Robot, RobotError
+
+__all__ = ["RobotWorker"]
+
+
+class RobotWorker:
+    """Answers worker requests synchronously in the fleet's process (the arm's driver does the I/O)."""
+
+    def __init__(self, robot: Robot, name: str, horizon: int, instruction: str = "") -> None:
+        self.robot, self.name, self.horizon, self.instruction = robot, name, horizon, instruction
+        self._reply: Any = None
+        self._sent: list[np.ndarray] = []  # action actually sent at each step since the reset
+        self.robot.connect()
+
+    def _info(self) -> dict[str, Any]:
+        return {"instruction": self.instruction, "step": len(self._sent), "progress": float("nan"), "phase_index": -1}
+
+    def _handle(self, request: tuple[Any, ...]) -> Any:
+        kind = request[0]
+        if kind == "reset":
+            self._sent = []
+            return self.robot.home(), self._info()
+        if kind == "step":
+            if request[1] is None:
+                return ValueError(f"{self.name}: a robot has no scripted expert; take over with a device")
+            sent = self.robot.send_action(request[1])
+            self._sent.append(sent)
+            truncated = len(self._sent) >= self.horizon
+            return self.robot.get_observation(), self._info(), False, truncated, sent.astype(np.float32)
+        if kind == "rewind_to":
+            target = int(request[1])
+            if not 0 <= target <= len(self._sent):
+                return ValueError(f"rewind: step {target} outside the {len(self._sent)} steps since the reset")
+            for sent in reversed(self._sent[target:]):
+                back = np.concatenate([-sent[:4], sent[4:]])
+                self.robot.send_action(back)
+            del self._sent[target:]
+            return self.robot.get_observation(), self._info()
+        return ValueError(f"worker request: unknown kind {kind!r}")
+
+    def send(self, *request: Any) -> None:
+        try:
+            self._reply = self._handle(request)
+        except RobotError as exc:
+            raise WorkerDied(f"{self.name}: {exc}") from exc
+
+    def receive(self, timeout: float = 60.0) -> Any:
+        reply, self._reply = self._reply, None
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def call(self, *request: Any) -> Any:
+        self.send(*request)
+        return self.receive()
+
+    def restart(self) -> None:
+        self.robot.disconnect()
+        self.robot.connect()
+
+    def close(self, graceful: bool = True) -> None:
+        if self.robot.is_connected:
+            self.robot.disconnect()
+
+    def kill(self) -> None:
+        self.robot.disconnect()
