@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.fleet.test_fleet import fleet_config, tick_until
 from vla_recover.data import EpisodeStore
 from vla_recover.fleet import FleetManager, SlotState
 from vla_recover.fleet.robot_backend import RobotWorker
 from vla_recover.hardware.robot import FakeRobot, RobotError
 from vla_recover.teleop.devices import ScriptedDevice
-from tests.fleet.test_fleet import fleet_config, tick_until
 
 
 def test_fake_robot_clips_to_its_workspace_and_reports_what_it_sent() -> None:
