@@ -32,7 +32,7 @@ def test_fake_robot_clips_to_its_workspace_and_reports_what_it_sent() -> None:
 
 def test_rewind_on_a_robot_replays_its_commands_backwards() -> None:
     worker = RobotWorker(FakeRobot(), "fake00", horizon=50)
-    start, _ = worker.call("reset", 0)
+    worker.call("reset", 0)
     for action in ([1.0, 0, 0, 0.5, -1], [0, 1.0, 0, 0, -1], [0, 0, -1.0, 0, 1]):
         worker.call("step", np.array(action))
     back, _ = worker.call("rewind_to", 1)
