@@ -17,7 +17,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["DeviceDisconnected", "KeyboardDevice", "ScriptedDevice", "SimExpertDevice", "TeleopDevice"]
+__all__ = [
+    "DeviceDisconnected",
+    "GamepadDevice",
+    "KeyboardDevice",
+    "ScriptedDevice",
+    "SimExpertDevice",
+    "SpaceMouseDevice",
+    "TeleopDevice",
+]
 
 
 class DeviceDisconnected(ConnectionError):
@@ -123,3 +131,108 @@ class KeyboardDevice(TeleopDevice):
         import termios
 
         termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
+
+
+def _deadzone(value: float, zone: float) -> float:
+    """0 inside ``zone``, then rescaled so full deflection is still 1."""
+    if abs(value) <= zone:
+        return 0.0
+    return float(np.sign(value) * (abs(value) - zone) / (1.0 - zone))
+
+
+class GamepadDevice(TeleopDevice):
+    """An SDL gamepad through pygame: left stick x/y, right stick z/yaw, A closes and B opens the gripper.
+
+    ``joystick`` is anything with ``get_axis(i)``, ``get_button(i)`` and ``get_numaxes()`` (pygame's Joystick);
+    by default the first gamepad pygame finds (``pip install 'vla-recover[teleop]'``).
+    """
+
+    name = "gamepad"
+
+    def __init__(self, joystick: Any = None, deadzone: float = 0.1, speed: float = 1.0) -> None:
+        self._pygame: Any = None
+        if joystick is None:
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+            try:
+                import pygame
+            except ImportError as exc:
+                raise DeviceDisconnected("gamepad: needs pygame (pip install 'vla-recover[teleop]')") from exc
+            pygame.init()
+            pygame.joystick.init()
+            if pygame.joystick.get_count() == 0:
+                raise DeviceDisconnected("gamepad: none connected")
+            joystick = pygame.joystick.Joystick(0)
+            self._pygame = pygame
+        if joystick.get_numaxes() < 4:
+            raise DeviceDisconnected(f"gamepad: needs 4 axes, this one has {joystick.get_numaxes()}")
+        self.joystick, self.deadzone, self.speed = joystick, deadzone, speed
+        self.grip = -1.0
+
+    def read(self, observation: dict[str, np.ndarray]) -> np.ndarray | None:
+        if self._pygame is not None:
+            for event in self._pygame.event.get(self._pygame.JOYDEVICEREMOVED):
+                raise DeviceDisconnected(f"gamepad: removed ({event})")
+        axes = [_deadzone(float(self.joystick.get_axis(i)), self.deadzone) for i in range(4)]
+        if self.joystick.get_button(0):
+            self.grip = 1.0
+        elif self.joystick.get_button(1):
+            self.grip = -1.0
+        # sticks report down and right as positive: forward on the left stick is +x, up on the right stick is +z
+        action = np.array([-axes[1], -axes[0], -axes[3], -axes[2], 0.0]) * self.speed
+        action[4] = self.grip
+        return action
+
+
+class SpaceMouseDevice(TeleopDevice):
+    """A 3Dconnexion SpaceMouse over HID: translation → xyz, twist → yaw, left button closes, right opens.
+
+    ``hid_device`` is anything with ``read(size, timeout_ms) -> list[int]`` (hidapi's device); by default the first
+    3Dconnexion device hidapi finds (``pip install 'vla-recover[teleop]'``).
+    """
+
+    name = "spacemouse"
+    VENDOR_ID = 0x256F
+    FULL_SCALE = 350.0  # counts at full deflection
+
+    def __init__(self, hid_device: Any = None, speed: float = 1.0) -> None:
+        if hid_device is None:
+            try:
+                import hid
+            except ImportError as exc:
+                raise DeviceDisconnected("spacemouse: needs hidapi (pip install 'vla-recover[teleop]')") from exc
+            found = [d for d in hid.enumerate() if d["vendor_id"] == self.VENDOR_ID]
+            if not found:
+                raise DeviceDisconnected("spacemouse: no 3Dconnexion device found")
+            hid_device = hid.device()
+            hid_device.open(found[0]["vendor_id"], found[0]["product_id"])
+        self.hid, self.speed = hid_device, speed
+        self.motion = np.zeros(6)
+        self.grip = -1.0
+
+    @staticmethod
+    def _int16(low: int, high: int) -> float:
+        value = low | (high << 8)
+        return float(value - 65536 if value >= 32768 else value)
+
+    def read(self, observation: dict[str, np.ndarray]) -> np.ndarray | None:
+        while True:
+            try:
+                report = self.hid.read(13, 0)
+            except OSError as exc:
+                raise DeviceDisconnected(f"spacemouse: {exc}") from exc
+            if not report:
+                break
+            if report[0] == 1 and len(report) >= 7:  # translation x, y, z (and rotation on newer models)
+                self.motion[:3] = [self._int16(report[i], report[i + 1]) for i in (1, 3, 5)]
+                if len(report) >= 13:
+                    self.motion[3:] = [self._int16(report[i], report[i + 1]) for i in (7, 9, 11)]
+            elif report[0] == 2 and len(report) >= 7:
+                self.motion[3:] = [self._int16(report[i], report[i + 1]) for i in (1, 3, 5)]
+            elif report[0] == 3 and len(report) >= 2:
+                if report[1] & 1:
+                    self.grip = 1.0
+                elif report[1] & 2:
+                    self.grip = -1.0
+        scaled = np.clip(self.motion / self.FULL_SCALE, -1.0, 1.0) * self.speed
+        # device axes: x right, y toward the user, z down; yaw is the twist about z
+        return np.array([-scaled[1], -scaled[0], -scaled[2], -scaled[5], self.grip])
