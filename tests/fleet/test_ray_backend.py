@@ -1,0 +1,37 @@
+"""The Ray backend: the same fleet with sim workers as Ray actors; a killed actor is a fault like a killed process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fleet.test_fleet import fleet_config, tick_until
+from vla_recover.data import EpisodeStore
+from vla_recover.fleet import FleetManager, SlotState
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def local_ray():  # type: ignore[no-untyped-def]
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def test_ray_actors_run_the_fleet_and_a_killed_actor_is_a_fault(tmp_path: Path, local_ray: None) -> None:
+    fleet = FleetManager(fleet_config(tmp_path, backend="ray", episodes=3, task_config={"horizon": 20}))
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: len(fleet.slots["sim01"].branch_rows) == 7)
+        fleet.slots["sim01"].worker.kill()
+        fleet.tick()
+        assert fleet.slots["sim01"].state in (SlotState.RESETTING, SlotState.IDLE)
+        tick_until(fleet, lambda: fleet.finished)
+    finally:
+        fleet.close()
+    with EpisodeStore(tmp_path / "store") as store:
+        outcomes = sorted((r.robot, r.outcome, r.length) for r in store.episodes())
+        assert ("sim01", "aborted", 7) in outcomes
+        assert [o for o in outcomes if o[1] == "truncated"] and all(o[2] == 20 for o in outcomes if o[1] != "aborted")
