@@ -24,7 +24,7 @@ fi
 pip_install() {
   "$venv/bin/pip" install --quiet "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }
-ready="import lerobot, pytest, vla_recover.policies, sys; sys.exit(lerobot.__version__ != '0.4.4')"
+ready="import lerobot, pytest, scservo_sdk, vla_recover.policies, sys; sys.exit(lerobot.__version__ != '0.4.4')"
 if HF_HUB_OFFLINE=1 "$venv/bin/python" -c "$ready" 2>/dev/null; then
   echo "lerobot 0.4.4 is already in $venv (--fresh to rebuild)"
   exit 0
@@ -52,7 +52,8 @@ pip_install \
   termcolor==3.3.0 \
   "imageio[ffmpeg]==2.38.2" \
   diffusers==0.35.2 \
-  huggingface-hub==0.35.3
+  huggingface-hub==0.35.3 \
+  feetech-servo-sdk==1.0.0
 
 echo "[3/4] lerobot 0.4.4 (--no-deps: its torch<2.11 pin cannot be met here)"
 pip_install --no-deps lerobot==0.4.4

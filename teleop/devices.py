@@ -9,7 +9,10 @@ None when there is no input (the robot holds), and raises :class:`DeviceDisconne
 from __future__ import annotations
 
 import abc
+import contextlib
+import importlib
 import os
+import pkgutil
 import select
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -21,6 +24,7 @@ __all__ = [
     "DeviceDisconnected",
     "GamepadDevice",
     "KeyboardDevice",
+    "LeaderArmDevice",
     "ScriptedDevice",
     "SimExpertDevice",
     "SpaceMouseDevice",
@@ -236,3 +240,66 @@ class SpaceMouseDevice(TeleopDevice):
         scaled = np.clip(self.motion / self.FULL_SCALE, -1.0, 1.0) * self.speed
         # device axes: x right, y toward the user, z down; yaw is the twist about z
         return np.array([-scaled[1], -scaled[0], -scaled[2], -scaled[5], self.grip])
+
+
+class LeaderArmDevice(TeleopDevice):
+    """A LeRobot leader arm (SO-100/SO-101, Koch, …): its joint motion drives the follower as joint deltas.
+
+    ``teleoperator`` is a LeRobot ``Teleoperator`` (or anything with ``action_features``, ``connect()``,
+    ``get_action() -> {joint: position}`` and ``disconnect()``); :meth:`from_lerobot` builds one through LeRobot's
+    own config registry, where LeRobot is installed. Each read returns ``scale * (joints now - joints before)``,
+    clipped to [-1, 1], in the order of ``action_features``.
+    """
+
+    name = "leader_arm"
+
+    def __init__(self, teleoperator: Any, scale: float = 1.0, connect: bool = True) -> None:
+        self.teleoperator, self.scale = teleoperator, scale
+        self.joints = list(teleoperator.action_features)  # known before connecting, as in LeRobot
+        self._previous: np.ndarray | None = None
+        if connect:
+            self.connect()
+
+    @classmethod
+    def from_lerobot(cls, kind: str, port: str, scale: float = 1.0, connect: bool = True) -> LeaderArmDevice:
+        try:
+            import lerobot.teleoperators as package
+            from lerobot.teleoperators.config import TeleoperatorConfig
+            from lerobot.teleoperators.utils import make_teleoperator_from_config
+        except ImportError as exc:
+            raise DeviceDisconnected("leader arm: needs LeRobot (bash scripts/install_lerobot_venv.sh)") from exc
+        for module in pkgutil.iter_modules(package.__path__):  # each teleoperator registers its config on import
+            with contextlib.suppress(ImportError):
+                importlib.import_module(f"{package.__name__}.{module.name}")
+        try:
+            config_cls = TeleoperatorConfig.get_choice_class(kind)
+        except Exception as exc:
+            raise ValueError(f"leader arm kind: LeRobot has no teleoperator {kind!r}") from exc
+        try:
+            teleoperator = make_teleoperator_from_config(config_cls(port=port))
+        except ImportError as exc:  # the arm's motor SDK (feetech, dynamixel) is a LeRobot extra
+            raise DeviceDisconnected(f"leader arm {kind}: LeRobot lacks its motor SDK ({exc})") from exc
+        return cls(teleoperator, scale, connect)
+
+    def connect(self) -> None:
+        try:
+            self.teleoperator.connect()
+        except Exception as exc:  # LeRobot raises serial, OS and its own connection errors
+            raise DeviceDisconnected(f"leader arm: cannot connect ({type(exc).__name__}: {exc})") from exc
+
+    def read(self, observation: dict[str, np.ndarray]) -> np.ndarray | None:
+        try:
+            positions = self.teleoperator.get_action()
+        except Exception as exc:
+            raise DeviceDisconnected(f"leader arm: {type(exc).__name__}: {exc}") from exc
+        joints = np.array([float(positions[name]) for name in self.joints])
+        previous, self._previous = self._previous, joints
+        if previous is None:
+            return None  # the first reading only sets the reference
+        return np.clip((joints - previous) * self.scale, -1.0, 1.0)
+
+    def close(self) -> None:
+        try:
+            self.teleoperator.disconnect()
+        except Exception:
+            pass
