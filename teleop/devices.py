@@ -299,7 +299,5 @@ class LeaderArmDevice(TeleopDevice):
         return np.clip((joints - previous) * self.scale, -1.0, 1.0)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # closing a device that is already gone is not an error
             self.teleoperator.disconnect()
-        except Exception:
-            pass
