@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -12,7 +12,7 @@ from vla_recover.teleop.devices import DeviceDisconnected, LeaderArmDevice
 
 
 class FakeLeader:
-    action_features = {"shoulder.pos": float, "elbow.pos": float}
+    action_features: ClassVar[dict[str, type]] = {"shoulder.pos": float, "elbow.pos": float}
 
     def __init__(self) -> None:
         self.positions = {"shoulder.pos": 0.0, "elbow.pos": 0.0}
