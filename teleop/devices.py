@@ -25,6 +25,7 @@ __all__ = [
     "GamepadDevice",
     "KeyboardDevice",
     "LeaderArmDevice",
+    "RemoteDevice",
     "ScriptedDevice",
     "SimExpertDevice",
     "SpaceMouseDevice",
@@ -56,6 +57,31 @@ class SimExpertDevice(TeleopDevice):
 
     def read(self, observation: dict[str, np.ndarray]) -> np.ndarray | None:
         raise RuntimeError("SimExpertDevice is resolved by the sim worker; read() is never called on it")
+
+
+class RemoteDevice(TeleopDevice):
+    """Commands pushed from elsewhere (a web console, a network client) through the fleet's ``command`` call.
+
+    Each pushed command is used once; with none pending the robot holds. ``timeout_ticks`` reads without a command
+    count as a lost connection.
+    """
+
+    name = "remote"
+
+    def __init__(self, timeout_ticks: int = 40) -> None:
+        self.timeout_ticks = timeout_ticks
+        self._pending: np.ndarray | None = None
+        self._idle = 0
+
+    def push(self, action: np.ndarray) -> None:
+        self._pending = np.asarray(action, dtype=np.float64)
+
+    def read(self, observation: dict[str, np.ndarray]) -> np.ndarray | None:
+        action, self._pending = self._pending, None
+        self._idle = 0 if action is not None else self._idle + 1
+        if self._idle > self.timeout_ticks:
+            raise DeviceDisconnected(f"remote: no command for {self.timeout_ticks} ticks")
+        return action
 
 
 class ScriptedDevice(TeleopDevice):

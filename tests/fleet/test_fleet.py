@@ -261,3 +261,27 @@ def test_rewind_to_the_last_in_distribution_state_and_corrections_as_episodes(tm
         assert [(s.start, s.stop, s.kind) for s in store.index.segments(episode=correction.id)] == [
             (0, 3, "intervention")
         ]
+
+
+def test_remote_commands_need_the_lease_and_are_checked(tmp_path: Path) -> None:
+    from vla_recover.teleop.devices import RemoteDevice
+
+    fleet = FleetManager(fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 60}))
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: fleet.slots["sim00"].state is S.AUTONOMOUS)
+        lease = fleet.grant_takeover("sim00", "alice", RemoteDevice())
+        fleet.command("sim00", lease.token, [0.0, 0.6, 0.0, 0.0, -1.0])
+        fleet.tick()
+        fleet.tick()  # no new command: hold
+        with pytest.raises(LeaseError, match="no valid lease"):
+            fleet.command("sim00", "forged-token", [0.0, 0.0, 0.0, 0.0, 1.0])
+        fleet.command("sim00", lease.token, [np.inf, 0.0, 0.0, 0.0, -1.0])
+        fleet.tick()
+        actions = np.stack([row["action"] for row in fleet.slots["sim00"].attempt.rows[-3:]])  # type: ignore[union-attr]
+        np.testing.assert_allclose(actions, [[0, 0.6, 0, 0, -1], [0, 0, 0, 0, -1], [0, 0, 0, 0, -1]])
+    finally:
+        fleet.close()
+    with EpisodeStore(tmp_path / "store") as store:
+        assert [e.kind for e in store.index.events(kind="command_refused")] == ["command_refused"]
+        assert len(store.index.events(kind="action_rejected")) == 1

@@ -26,7 +26,7 @@ from vla_recover.fleet.robot_backend import RobotWorker
 from vla_recover.fleet.states import MOVING, SlotMachine, SlotState
 from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied, WorkerHandle
 from vla_recover.hardware.robot import FakeRobot
-from vla_recover.teleop.devices import DeviceDisconnected, TeleopDevice
+from vla_recover.teleop.devices import DeviceDisconnected, RemoteDevice, TeleopDevice
 from vla_recover.teleop.lease import Lease, LeaseError, LeaseManager
 
 __all__ = ["FleetManager", "Slot"]
@@ -166,6 +166,14 @@ class FleetManager:
         self.ledger.interventions += 1
         self.event("takeover_granted", operator, {"operator": operator, "device": device.name}, robot)
         return lease
+
+    def command(self, robot: str, token: str, action: Any) -> None:
+        """A teleop command from outside (console, network) for the robot's `RemoteDevice`; needs the lease."""
+        slot = self.slot(robot)
+        self._checked_lease(slot, token)
+        if not isinstance(slot.device, RemoteDevice):
+            raise LeaseError(f"robot {robot}: driven by {getattr(slot.device, 'name', 'nothing')}, not remote commands")
+        slot.device.push(action)
 
     def renew_lease(self, robot: str, token: str) -> Lease:
         lease = self.leases.renew(robot, token)
