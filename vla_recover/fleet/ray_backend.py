@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vla_recover.fleet.worker import SimWorkerCore, SimWorkerSpec, WorkerDied
+from vla_recover.fleet.worker import SimWorkerCore, SimWorkerSpec, Worker, WorkerDied
 
 __all__ = ["RayWorkerHandle", "init_ray"]
 
@@ -36,8 +36,8 @@ class _SimWorkerActor:
         return self.core.handle(request)
 
 
-class RayWorkerHandle:
-    """The fleet's end of one Ray actor; the same interface as `WorkerHandle`."""
+class RayWorkerHandle(Worker):
+    """The fleet's end of one Ray actor."""
 
     def __init__(self, spec: SimWorkerSpec, name: str) -> None:
         self.spec, self.name = spec, name
@@ -59,27 +59,16 @@ class RayWorkerHandle:
             raise WorkerDied(f"{self.name}: closed")
         self._pending = self._actor.handle.remote(request)
 
-    def receive(self, timeout: float = 120.0) -> Any:
+    def _reply(self, timeout: float) -> Any:
         ray = _ray()
         try:
-            reply = ray.get(self._pending, timeout=timeout)
+            return ray.get(self._pending, timeout=timeout)
         except ray.exceptions.GetTimeoutError as exc:
             raise WorkerDied(f"{self.name}: no reply within {timeout} s") from exc
         except ray.exceptions.RayActorError as exc:
             raise WorkerDied(f"{self.name}: actor died ({type(exc).__name__})") from exc
         finally:
             self._pending = None
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
-
-    def call(self, *request: Any) -> Any:
-        self.send(*request)
-        return self.receive()
-
-    def restart(self) -> None:
-        self.close(graceful=False)
-        self.start()
 
     def close(self, graceful: bool = True) -> None:
         if self._actor is not None:
@@ -87,5 +76,4 @@ class RayWorkerHandle:
             self._actor = None
 
     def kill(self) -> None:
-        """Kill the actor's process without warning (tests and fault drills)."""
         _ray().kill(self._actor, no_restart=True)

@@ -12,19 +12,22 @@ from typing import Any
 
 import numpy as np
 
-from vla_recover.fleet.worker import WorkerDied
+from vla_recover.fleet.worker import Worker, WorkerDied
 from vla_recover.hardware.robot import Robot, RobotError
 
 __all__ = ["RobotWorker"]
 
 
-class RobotWorker:
+class RobotWorker(Worker):
     """Answers worker requests synchronously in the fleet's process (the arm's driver does the I/O)."""
 
     def __init__(self, robot: Robot, name: str, horizon: int, instruction: str = "") -> None:
         self.robot, self.name, self.horizon, self.instruction = robot, name, horizon, instruction
-        self._reply: Any = None
+        self._answer: Any = None
         self._sent: list[np.ndarray] = []  # action actually sent at each step since the reset
+        self.start()
+
+    def start(self) -> None:
         self.robot.connect()
 
     def _info(self) -> dict[str, Any]:
@@ -55,23 +58,13 @@ class RobotWorker:
 
     def send(self, *request: Any) -> None:
         try:
-            self._reply = self._handle(request)
+            self._answer = self._handle(request)
         except RobotError as exc:
             raise WorkerDied(f"{self.name}: {exc}") from exc
 
-    def receive(self, timeout: float = 60.0) -> Any:
-        reply, self._reply = self._reply, None
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
-
-    def call(self, *request: Any) -> Any:
-        self.send(*request)
-        return self.receive()
-
-    def restart(self) -> None:
-        self.robot.disconnect()
-        self.robot.connect()
+    def _reply(self, timeout: float) -> Any:
+        answer, self._answer = self._answer, None
+        return answer
 
     def close(self, graceful: bool = True) -> None:
         if self.robot.is_connected:

@@ -11,30 +11,58 @@ the action taken; ``("rewind_to", step)`` → ``(obs, info)``; ``("close",)``.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import multiprocessing as mp
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 __all__ = ["SimWorkerCore", "SimWorkerSpec", "Worker", "WorkerDied", "WorkerHandle"]
 
 
-class Worker(Protocol):
-    """What the fleet needs from a worker, whatever runs it (`WorkerHandle`, `RayWorkerHandle`)."""
+class Worker(abc.ABC):
+    """What the fleet needs from a worker, whatever runs it (a process, a Ray actor, a robot).
+
+    Requests are sent to every worker before any reply is read; a reply that is an exception instance is raised
+    here, in the fleet; a worker that cannot answer raises `WorkerDied`.
+    """
 
     name: str
 
+    @abc.abstractmethod
+    def start(self) -> None: ...
+
+    @abc.abstractmethod
     def send(self, *request: Any) -> None: ...
-    def receive(self, timeout: float = ...) -> Any: ...
-    def call(self, *request: Any) -> Any: ...
-    def restart(self) -> None: ...
+
+    @abc.abstractmethod
+    def _reply(self, timeout: float) -> Any: ...
+
+    @abc.abstractmethod
     def close(self, graceful: bool = True) -> None: ...
-    def kill(self) -> None: ...
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """Stop the worker without warning (tests and fault drills)."""
+
+    def receive(self, timeout: float = 120.0) -> Any:
+        reply = self._reply(timeout)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def call(self, *request: Any) -> Any:
+        self.send(*request)
+        return self.receive()
+
+    def restart(self) -> None:
+        self.close(graceful=False)
+        self.start()
 
 
 class WorkerDied(RuntimeError):
@@ -113,8 +141,8 @@ def _serve(connection: Connection, spec: SimWorkerSpec) -> None:
         core.close()
 
 
-class WorkerHandle:
-    """The manager's end of one worker: start, request, reply, restart after a death."""
+class WorkerHandle(Worker):
+    """The manager's end of one worker process: start, request, reply, restart after a death."""
 
     def __init__(self, spec: SimWorkerSpec, name: str) -> None:
         self.spec, self.name = spec, name
@@ -141,25 +169,14 @@ class WorkerHandle:
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as exc:
             raise WorkerDied(f"{self.name}: {exc}") from exc
 
-    def receive(self, timeout: float = 60.0) -> Any:
+    def _reply(self, timeout: float) -> Any:
         assert self._connection is not None
         try:
             if not self._connection.poll(timeout):
                 raise WorkerDied(f"{self.name}: no reply within {timeout} s")
-            reply = self._connection.recv()
+            return self._connection.recv()
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as exc:
             raise WorkerDied(f"{self.name}: {exc or 'pipe closed'}") from exc
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
-
-    def call(self, *request: Any) -> Any:
-        self.send(*request)
-        return self.receive()
-
-    def restart(self) -> None:
-        self.close(graceful=False)
-        self.start()
 
     def close(self, graceful: bool = True) -> None:
         if self._connection is not None:
@@ -175,5 +192,4 @@ class WorkerHandle:
                 self.process.join(timeout=5)
 
     def kill(self) -> None:
-        """SIGKILL the worker (tests and fault drills)."""
         os.kill(self.pid, 9)
