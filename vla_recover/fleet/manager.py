@@ -18,6 +18,7 @@ import numpy as np
 
 from vla_recover.data import EpisodeStore
 from vla_recover.envs import TASKS, make_task, resolve_task_name
+from vla_recover.envs.base import checked_action
 from vla_recover.fleet.accounting import EffortLedger
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
@@ -32,6 +33,7 @@ from vla_recover.teleop.lease import Lease, LeaseError, LeaseManager
 __all__ = ["FleetManager", "Slot"]
 
 S = SlotState
+ACTION_DIM = 5  # the MJCF tasks' end-effector deltas and gripper: [dx, dy, dz, dyaw, grip]
 
 
 @dataclass
@@ -82,13 +84,7 @@ class FleetManager:
         )
         self.slots: dict[str, Slot] = {}
         for i in range(config.robots):
-            robot = f"sim{i:02d}"
-            self.slots[robot] = Slot(
-                robot,
-                SlotMachine(robot, self._on_transition),
-                self._make_worker(spec, f"fleet-{robot}"),
-                deque(maxlen=self.source.obs_horizon),
-            )
+            self._add_slot(f"sim{i:02d}", self._make_worker(spec, f"fleet-sim{i:02d}"))
         if config.fake_robots:
             self._add_fake_robots(config.fake_robots)
         self.operators: list[Any] = []  # ticked before the robots; see vla_recover.teleop.operators
@@ -106,12 +102,12 @@ class FleetManager:
         for i in range(count):
             robot = f"fake{i:02d}"
             arm = FakeRobot(robot, control_hz=1.0 / self.dt, scene=scene)
-            self.slots[robot] = Slot(
-                robot,
-                SlotMachine(robot, self._on_transition),
-                RobotWorker(arm, robot, horizon, info["instruction"]),
-                deque(maxlen=self.source.obs_horizon),
-            )
+            self._add_slot(robot, RobotWorker(arm, robot, horizon, info["instruction"]))
+
+    def _add_slot(self, robot: str, worker: Worker) -> None:
+        self.slots[robot] = Slot(
+            robot, SlotMachine(robot, self._on_transition), worker, deque(maxlen=self.source.obs_horizon)
+        )
 
     def _make_worker(self, spec: SimWorkerSpec, name: str) -> Worker:
         if self.config.backend == "ray":
@@ -313,7 +309,9 @@ class FleetManager:
         slot.lease, slot.device, slot.hold = None, None, False
 
     def _hold_action(self, slot: Slot) -> np.ndarray:
-        return np.array([0.0, 0.0, 0.0, 0.0, slot.grip])
+        hold = np.zeros(ACTION_DIM)
+        hold[-1] = slot.grip
+        return hold
 
     def _plan_chunks(self) -> None:
         """One forward for every autonomous robot whose plan is down to ``inference_lead_steps`` actions.
@@ -352,27 +350,23 @@ class FleetManager:
         return (self._hold_action(slot) if command is None else self._valid(slot, command, "human")), "human"
 
     def _valid(self, slot: Slot, action: np.ndarray, source: str) -> np.ndarray:
-        action = np.asarray(action, dtype=np.float64).reshape(-1)
-        problem = None
-        if action.shape != (5,):
-            problem = f"shape {action.shape}, expected (5,)"
-        elif not np.all(np.isfinite(action)):
-            problem = "NaN or Inf"
-        elif np.any(np.abs(action) > 1.0 + 1e-6):
-            problem = f"out of range [-1, 1]: {np.round(action, 3).tolist()}"
-        if problem is None:
+        try:
+            action = checked_action(action, ACTION_DIM)  # the tasks' own shape and NaN/Inf check
+            if np.any(np.abs(action) > 1.0 + 1e-6):
+                raise ValueError(f"action: out of range [-1, 1]: {np.round(action, 3).tolist()}")
             return action
-        self.ledger.rejected_actions += 1
-        self.event("action_rejected", source, {"reason": problem}, slot.robot)
-        slot.plan.clear()
-        return self._hold_action(slot)
+        except ValueError as problem:
+            self.ledger.rejected_actions += 1
+            self.event("action_rejected", source, {"reason": str(problem)}, slot.robot)
+            slot.plan.clear()
+            return self._hold_action(slot)
 
     def _record(self, slot: Slot, action: np.ndarray, actor: str, obs: dict[str, Any], info: dict[str, Any]) -> None:
         assert slot.attempt is not None and slot.obs is not None
         slot.branch_rows.append(len(slot.attempt))
         slot.branch_progress.append(float(info.get("progress", 0.0)))
         slot.attempt.add(slot.obs, action, actor, info)
-        slot.grip = float(action[4]) if len(action) > 4 else slot.grip
+        slot.grip = float(action[ACTION_DIM - 1]) if len(action) == ACTION_DIM else slot.grip
         slot.obs, slot.info = obs, info
         slot.history.append(obs)
 
