@@ -12,7 +12,6 @@ the random generator and the failure injector.
 from __future__ import annotations
 
 import abc
-import copy
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -24,6 +23,7 @@ from vla_recover.config import validate_config
 from vla_recover.envs.config import MujocoTaskConfig
 from vla_recover.envs.failures import FailureInjector
 from vla_recover.envs.mjcf import FINGER_OPEN, GRIPPER_HOME, TCP_BELOW_PALM
+from vla_recover.envs.plain_copy import plain_copy
 
 __all__ = [
     "MujocoTaskEnv",
@@ -346,16 +346,16 @@ class MujocoTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray], abc.ABC):
     # -- state save / restore ------------------------------------------------------------------------------------
     def get_state(self) -> SimState:
         physics = capture_physics(self.model, self.data)
-        task = copy.deepcopy(self._task)
+        task = plain_copy(self._task)
         task["_failures"] = self._injector.state_dict()
-        return SimState(physics, self._step, copy.deepcopy(dict(self.np_random.bit_generator.state)), task)
+        return SimState(physics, self._step, plain_copy(dict(self.np_random.bit_generator.state)), task)
 
     def set_state(self, state: SimState) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Restore ``state`` exactly; returns the observation and info at that instant."""
         restore_physics(self.model, self.data, state.physics)
         mujoco.mj_forward(self.model, self.data)
-        self.np_random.bit_generator.state = copy.deepcopy(dict(state.rng))
-        task = copy.deepcopy(state.task)
+        self.np_random.bit_generator.state = plain_copy(dict(state.rng))
+        task = plain_copy(state.task)
         self._injector.load_state_dict(task.pop("_failures", {"pending": [], "active": {}, "events": []}))
         self._task = task
         self._bind_target()

@@ -6,13 +6,13 @@ restores a half-finished slip or noise burst exactly, and all of its randomness 
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from vla_recover.envs.config import FailureSpec
+from vla_recover.envs.plain_copy import plain_copy
 
 __all__ = ["DEFAULT_DURATION", "DEFAULT_MAGNITUDE", "FailureEvent", "FailureInjector"]
 
@@ -148,7 +148,7 @@ class FailureInjector:
         return tuple(dict(e) for e in self._state["events"])
 
     def state_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(self._state)
+        return plain_copy(self._state)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._state = copy.deepcopy(state)
+        self._state = plain_copy(state)

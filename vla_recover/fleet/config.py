@@ -56,8 +56,21 @@ class FleetConfig(FrozenConfig):
     compile_policy: bool = False
     store: Path = Path("runs/fleet")
     backend: Literal["process", "ray"] = "process"
+    robots_per_process: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="sim robots sharing one worker process: more is faster on few cores (fewer messages and "
+        "context switches per tick), one isolates robots (a crash takes down only its own)",
+    )
     ray_address: str | None = Field(default=None, description="Ray cluster to join ('auto': local); None: start one")
     rewind_capacity: int = Field(default=200, ge=1, le=100_000)
+    store_every_s: float = Field(
+        default=2.0,
+        ge=0.0,
+        le=600.0,
+        description="finished episodes are written in batches at least this often (wall seconds), and on close",
+    )
     emit_corrections: bool = Field(default=False, description="also store each correction as an episode of its own")
     lease_ttl_s: float = Field(default=10.0, gt=0.0)
     floor_operator: FloorOperatorConfig = FloorOperatorConfig()

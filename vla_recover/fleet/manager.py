@@ -9,6 +9,7 @@ operator costs and waiting times are measured in the same seconds as the robots'
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_recover.data import EpisodeStore
+from vla_recover.data import EpisodeData, EpisodeStore
 from vla_recover.envs import TASKS, make_task, resolve_task_name
 from vla_recover.envs.base import checked_action
 from vla_recover.fleet.accounting import EffortLedger
@@ -25,7 +26,7 @@ from vla_recover.fleet.episode import AttemptBuffer
 from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunks
 from vla_recover.fleet.robot_backend import RobotWorker
 from vla_recover.fleet.states import MOVING, SlotMachine, SlotState
-from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied, WorkerHandle
+from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied, WorkerHandle, WorkerProcess
 from vla_recover.hardware.robot import FakeRobot
 from vla_recover.teleop.devices import DeviceDisconnected, RemoteDevice, TeleopDevice
 from vla_recover.teleop.lease import Lease, LeaseError, LeaseManager
@@ -34,6 +35,12 @@ __all__ = ["FleetManager", "Slot"]
 
 S = SlotState
 ACTION_DIM = 5  # the MJCF tasks' end-effector deltas and gripper: [dx, dy, dz, dyaw, grip]
+
+
+def _check_range(actions: np.ndarray) -> None:
+    if np.abs(actions).max() > 1.0 + 1e-6:
+        worst = actions.reshape(-1, ACTION_DIM)[np.abs(actions.reshape(-1, ACTION_DIM)).max(axis=1).argmax()]
+        raise ValueError(f"action: out of range [-1, 1]: {np.round(worst, 3).tolist()}")
 
 
 @dataclass
@@ -78,13 +85,15 @@ class FleetManager:
         )
         self.store = EpisodeStore(config.store, mode="a")
         self._episodes_started = 0
+        self._unstored: list[EpisodeData] = []  # finished attempts not yet written: stored in batches
+        self._oldest_unstored = 0.0
         self._next_seed = config.seed
         spec = SimWorkerSpec(
             self.task, dict(config.task_config), dict(config.teleoperator.expert), config.rewind_capacity
         )
         self.slots: dict[str, Slot] = {}
-        for i in range(config.robots):
-            self._add_slot(f"sim{i:02d}", self._make_worker(spec, f"fleet-sim{i:02d}"))
+        for i, worker in enumerate(self._make_workers(spec)):
+            self._add_slot(f"sim{i:02d}", worker)
         if config.fake_robots:
             self._add_fake_robots(config.fake_robots)
         self.operators: list[Any] = []  # ticked before the robots; see vla_recover.teleop.operators
@@ -109,13 +118,22 @@ class FleetManager:
             robot, SlotMachine(robot, self._on_transition), worker, deque(maxlen=self.source.obs_horizon)
         )
 
-    def _make_worker(self, spec: SimWorkerSpec, name: str) -> Worker:
+    def _make_workers(self, spec: SimWorkerSpec) -> list[Worker]:
+        count = self.config.robots
         if self.config.backend == "ray":
             from vla_recover.fleet.ray_backend import RayWorkerHandle, init_ray
 
             init_ray(self.config.ray_address)
-            return RayWorkerHandle(spec, name)
-        return WorkerHandle(spec, name)
+            return [RayWorkerHandle(spec, f"fleet-sim{i:02d}") for i in range(count)]
+        workers: list[Worker] = []
+        per_process = self.config.robots_per_process
+        for first in range(0, count, per_process):
+            size = min(per_process, count - first)
+            process = WorkerProcess(
+                spec, size, f"fleet-sim{first:02d}" + (f"-{first + size - 1:02d}" if size > 1 else "")
+            )
+            workers += [WorkerHandle(spec, f"fleet-sim{first + i:02d}", process, i) for i in range(size)]
+        return workers
 
     # -- clock, events ----------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -272,6 +290,9 @@ class FleetManager:
                 slot.worker.send("step", actions[slot.robot][0])
             except WorkerDied as exc:
                 self._fault(slot, str(exc))
+        for worker in {id(s.worker): s.worker for s in moving}.values():
+            with contextlib.suppress(WorkerDied):  # each of its slots finds out on receive
+                worker.flush()
         for slot in moving:
             if slot.state is S.FAULT:
                 continue
@@ -287,6 +308,7 @@ class FleetManager:
             self.ledger.robot_s += self.dt
             if slot.state in (S.TAKEOVER_REQUESTED, S.EPISODE_DONE) or (slot.state is S.TELEOP and slot.hold):
                 self.ledger.robot_waiting_s += self.dt
+        self._store_finished()
         self.ticks += 1
 
     # -- internals ----------------------------------------------------------------------------------------------
@@ -332,12 +354,15 @@ class FleetManager:
             windows = [s.history for s in group]
             chunks = self.source.predict(windows, [s.attempt.instruction if s.attempt else "" for s in group])
             for slot, chunk in zip(group, chunks, strict=True):
-                slot.plan.extend(chunk[len(slot.plan) : max(self.source.action_exec, len(slot.plan) + 1)])
+                fresh = self._valid_chunk(
+                    slot, chunk[len(slot.plan) : max(self.source.action_exec, len(slot.plan) + 1)]
+                )
+                slot.plan.extend(fresh)
 
     def _next_action(self, slot: Slot) -> tuple[np.ndarray | None, str]:
         """(action or None for the sim expert, actor) for this tick; invalid commands are rejected into a hold."""
         if slot.state is not S.TELEOP:
-            return self._valid(slot, slot.plan.popleft(), "policy"), "policy"
+            return (slot.plan.popleft() if slot.plan else self._hold_action(slot)), "policy"
         if slot.hold or slot.device is None:
             return self._hold_action(slot), "human"
         if slot.device.uses_sim_expert:
@@ -350,16 +375,34 @@ class FleetManager:
         return (self._hold_action(slot) if command is None else self._valid(slot, command, "human")), "human"
 
     def _valid(self, slot: Slot, action: np.ndarray, source: str) -> np.ndarray:
+        """A device command, or the hold when it is malformed, NaN or out of range (the rejection is an event)."""
         try:
             action = checked_action(action, ACTION_DIM)  # the tasks' own shape and NaN/Inf check
-            if np.any(np.abs(action) > 1.0 + 1e-6):
-                raise ValueError(f"action: out of range [-1, 1]: {np.round(action, 3).tolist()}")
+            _check_range(action)
             return action
         except ValueError as problem:
-            self.ledger.rejected_actions += 1
-            self.event("action_rejected", source, {"reason": str(problem)}, slot.robot)
-            slot.plan.clear()
+            self._reject(slot, source, problem)
             return self._hold_action(slot)
+
+    def _valid_chunk(self, slot: Slot, actions: np.ndarray) -> np.ndarray:
+        """A policy's new actions, checked together: one bad action rejects them all and the robot holds."""
+        try:
+            actions = np.asarray(actions, dtype=np.float64)
+            if actions.ndim != 2 or actions.shape[1] != ACTION_DIM:
+                raise ValueError(f"action: expected shape (steps, {ACTION_DIM}), got {actions.shape}")
+            finite = np.isfinite(actions).all(axis=1)
+            if not finite.all():
+                raise ValueError(f"action: contains NaN or Inf: {actions[~finite][0].tolist()}")
+            _check_range(actions)
+            return actions
+        except ValueError as problem:
+            self._reject(slot, "policy", problem)
+            return actions[:0]
+
+    def _reject(self, slot: Slot, source: str, problem: ValueError) -> None:
+        self.ledger.rejected_actions += 1
+        self.event("action_rejected", source, {"reason": str(problem)}, slot.robot)
+        slot.plan.clear()
 
     def _record(self, slot: Slot, action: np.ndarray, actor: str, obs: dict[str, Any], info: dict[str, Any]) -> None:
         assert slot.attempt is not None and slot.obs is not None
@@ -434,8 +477,17 @@ class FleetManager:
         episodes = [attempt.to_episode(outcome, reason=reason)]
         if self.config.emit_corrections:
             episodes += [attempt.to_episode(outcome, rows=rows, correction=True) for rows in attempt.corrections()]
-        self.store.append_episodes(episodes)
+        if not self._unstored:
+            self._oldest_unstored = time.monotonic()
+        self._unstored += episodes
         self.ledger.episodes[outcome] += 1
+
+    def _store_finished(self, force: bool = False) -> None:
+        """Write the finished attempts in one batch (one write per key): every few seconds, and when closing."""
+        waited = time.monotonic() - self._oldest_unstored
+        if self._unstored and (force or waited >= self.config.store_every_s or len(self._unstored) >= len(self.slots)):
+            batch, self._unstored = self._unstored, []
+            self.store.append_episodes(batch)
 
     def _fault(self, slot: Slot, reason: str) -> None:
         """The worker died: store what it did as ``aborted``, restart it, and reset the slot."""
@@ -460,6 +512,9 @@ class FleetManager:
         }
 
     def close(self) -> None:
-        for slot in self.slots.values():
-            slot.worker.close()
-        self.store.close()
+        try:
+            self._store_finished(force=True)
+        finally:
+            for slot in self.slots.values():
+                slot.worker.close()
+            self.store.close()

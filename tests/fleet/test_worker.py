@@ -1,0 +1,62 @@
+"""Sim workers: exact rewinds by checkpoint and replay, and several slots sharing one process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vla_recover.fleet.worker import SimWorkerCore, SimWorkerSpec, WorkerDied, WorkerHandle, WorkerProcess
+
+SPEC = SimWorkerSpec("LiftCube", {"horizon": 100}, {"action_noise": 0.05}, rewind_capacity=25)
+
+
+def test_a_rewind_restores_the_exact_state_of_any_kept_step() -> None:
+    core = SimWorkerCore(SPEC)
+    core.handle(("reset", 3))
+    before: list[np.ndarray] = []  # the physics before each step, captured directly
+    for _ in range(47):
+        before.append(core.env.unwrapped.get_state().physics)
+        core.handle(("step", None))  # the scripted expert, with noise: a trajectory worth checking
+    assert isinstance(core.handle(("rewind_to", 21)), ValueError)  # beyond the capacity: forgotten
+    for target in (44, 31, 22):  # between checkpoints, on one, and the oldest kept (47 - 25)
+        core.handle(("rewind_to", target))
+        assert core.step == target
+        np.testing.assert_array_equal(core.env.unwrapped.get_state().physics, before[target])
+    assert isinstance(core.handle(("rewind_to", 22)), ValueError)  # only ever back from where it is now
+    for _ in range(9):  # a new branch from the rewound state, then back into it
+        before[core.step] = core.env.unwrapped.get_state().physics
+        core.handle(("step", [0.2, 0.0, 0.0, 0.0, 1.0]))
+    core.handle(("rewind_to", 26))
+    np.testing.assert_array_equal(core.env.unwrapped.get_state().physics, before[26])
+    core.close()
+
+
+def test_slots_sharing_a_process_step_in_one_message_and_a_crash_reaches_each() -> None:
+    process = WorkerProcess(SPEC, 3, "shared")
+    slots = [WorkerHandle(SPEC, f"slot{i}", process, i) for i in range(3)]
+    try:
+        states = [slot.call("reset", 10 + i)[0]["state"] for i, slot in enumerate(slots)]
+        assert not np.allclose(states[0], states[1])  # each slot has its own sim
+        for slot in slots:
+            slot.send("step", [0.0, 0.0, 0.1, 0.0, -1.0])
+        slots[0].flush()
+        replies = [slot.receive() for slot in slots]
+        assert all(reply[0]["state"].shape == states[0].shape for reply in replies)
+        assert len({slot.pid for slot in slots}) == 1
+
+        slots[1].kill()
+        slots[1].send("step", None)
+        with pytest.raises(WorkerDied):
+            slots[1].flush()
+            slots[1].receive(timeout=10)
+        slots[1].restart()  # a fresh process for all three
+        with pytest.raises(WorkerDied, match="was restarted"):
+            slots[0].send("step", None)
+        slots[0].restart()  # its neighbour's restart already gave it a fresh sim: no second restart
+        slots[2].restart()
+        assert process.generation == 1
+        assert all(slot.call("reset", 1)[0]["state"].shape == states[0].shape for slot in slots)
+    finally:
+        for slot in slots:
+            slot.close()
+    assert not process.process.is_alive()
