@@ -53,16 +53,17 @@ class SimFloorOperator:
                 self._noticed[robot] = now
         if now < self.busy_until:
             return
-        for robot, slot in fleet.slots.items():
-            if slot.state == "episode_done":
-                fleet.reset(robot, self.name, self.config.reset_s)
-                self._spend(fleet, self.config.reset_s)
-                return
+        # a failing robot first: its attempt can still be saved; a finished one only waits
         for robot, seen in sorted(self._noticed.items(), key=lambda item: item[1]):
             if now - seen >= self.config.reaction_s:
                 del self._noticed[robot]
                 fleet.request_takeover(robot, self.name, "failure seen")
                 self._spend(fleet, self.config.request_cost_s)
+                return
+        for robot, slot in fleet.slots.items():
+            if slot.state == "episode_done":
+                fleet.reset(robot, self.name, self.config.reset_s)
+                self._spend(fleet, self.config.reset_s)
                 return
 
     def _spend(self, fleet: FleetAPI, seconds: float) -> None:

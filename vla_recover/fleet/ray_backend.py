@@ -6,6 +6,7 @@ as `WorkerDied`, so the fleet's fault handling is unchanged. Needs the ``ray`` e
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from vla_recover.fleet.worker import SimWorkerCore, SimWorkerSpec, Worker, WorkerDied
@@ -76,4 +77,13 @@ class RayWorkerHandle(Worker):
             self._actor = None
 
     def kill(self) -> None:
-        _ray().kill(self._actor, no_restart=True)
+        """Kill the actor and return once it is gone (Ray kills asynchronously; a drill needs it dead now)."""
+        ray = _ray()
+        ray.kill(self._actor, no_restart=True)
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            try:
+                ray.get(self._actor.handle.remote(("pid",)), timeout=5.0)
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                return
+            time.sleep(0.05)
