@@ -1,0 +1,78 @@
+"""Segmenter rules on synthetic progress curves, and the retention policy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vla_recover.config import ConfigError, validate_config
+from vla_recover.critic.retention import RetentionConfig, retention_labels
+from vla_recover.critic.segmenter import SegmenterConfig, segment_episode
+
+# rise 0-5, flat 6-11, fall 12-16, regain the lost ground 17-21, new ground 22-26
+CURVE = np.array(
+    [0, 0.1, 0.2, 0.3, 0.4, 0.5] + [0.5] * 6 + [0.4, 0.3, 0.2, 0.1, 0.0] + [0.1, 0.2, 0.3, 0.4, 0.5]
+    + [0.6, 0.7, 0.8, 0.9, 1.0]
+)  # fmt: skip
+CRISP = {"smooth_steps": 1, "slope_steps": 2, "rise_per_step": 0.01, "fall_per_step": 0.01, "regain_margin": 0.0}
+
+
+def crisp(**overrides: float) -> SegmenterConfig:
+    return validate_config(SegmenterConfig, {**CRISP, **overrides})
+
+
+def test_each_kind_is_cut_where_the_curve_says() -> None:
+    # the slope is taken over the step before and after, so a kink belongs to the side it leans towards
+    assert segment_episode(CURVE, crisp(min_steps=1)) == [
+        (0, 6, "progress"),
+        (6, 11, "idle"),
+        (11, 16, "failure_inducing"),
+        (16, 17, "idle"),  # the valley
+        (17, 21, "recovery"),  # rising, still below the earlier best of 0.5
+        (21, 27, "progress"),
+    ]
+
+
+def test_runs_shorter_than_min_steps_join_their_neighbour() -> None:
+    assert segment_episode(CURVE, crisp(min_steps=2)) == [
+        (0, 6, "progress"),
+        (6, 11, "idle"),
+        (11, 17, "failure_inducing"),
+        (17, 21, "recovery"),
+        (21, 27, "progress"),
+    ]
+    short_first = np.concatenate([[0.3, 0.3], np.linspace(0.3, 1.0, 20)])
+    assert segment_episode(short_first, crisp(min_steps=3)) == [(0, 22, "progress")]
+
+
+def test_smoothing_keeps_one_noisy_step_from_making_a_segment() -> None:
+    rng = np.random.default_rng(0)
+    noisy = np.linspace(0, 1, 120) + rng.normal(0, 0.01, 120)
+    assert segment_episode(noisy, SegmenterConfig()) == [(0, 120, "progress")]
+
+
+def test_rewind_rows_get_no_critic_segment_and_split_the_run_around_them() -> None:
+    rising = np.linspace(0, 1, 30)
+    progress = np.concatenate([rising[:10], rising[9::-1][:5], rising[10:]])  # 5 rewind rows after step 9
+    supervision = [(0, 10, "autonomous"), (10, 15, "rewind"), (15, 35, "intervention")]
+    assert segment_episode(progress, crisp(), supervision) == [(0, 10, "progress"), (15, 35, "progress")]
+
+
+def test_length_one_empty_and_nan_episodes() -> None:
+    assert segment_episode(np.array([0.4])) == [(0, 1, "idle")]
+    with pytest.raises(ValueError, match=r"progress: expected a non-empty 1-D curve, got shape \(0,\)"):
+        segment_episode(np.array([]))
+    with pytest.raises(ValueError, match="progress: NaN or Inf at step 2"):
+        segment_episode(np.array([0.0, 0.1, np.nan, 0.2]))
+
+
+def test_retention_keeps_progress_recovery_and_interventions_by_default() -> None:
+    critic = [(0, 4, "progress"), (4, 6, "idle"), (6, 8, "failure_inducing"), (8, 10, "recovery")]
+    supervision = [(0, 5, "autonomous"), (5, 7, "intervention"), (7, 10, "autonomous")]
+    np.testing.assert_array_equal(retention_labels(11, critic, supervision), [1, 1, 1, 1, 0, 1, 1, 0, 1, 1, 0])
+    as_negatives = RetentionConfig(negatives=True, keep_interventions=False)
+    np.testing.assert_array_equal(
+        retention_labels(10, critic, supervision, as_negatives), [1, 1, 1, 1, -1, -1, -1, -1, 1, 1]
+    )
+    with pytest.raises(ConfigError, match="keep"):
+        validate_config(RetentionConfig, {"keep": ["progress", "wandering"]})

@@ -1,0 +1,121 @@
+"""Cut an episode's progress curve into ``progress``, ``idle``, ``failure_inducing`` and ``recovery`` segments.
+
+The rules, applied to every step outside ``rewind`` segments (a rewind's rows replay visited states backwards and
+say nothing about the policy):
+
+1. Smooth the progress curve with a centred moving average of ``smooth_steps`` (edges repeat the end values).
+2. The slope at step t is the smoothed rise over the ``slope_steps`` steps around it, per step.
+3. A step whose slope is at least ``rise_per_step`` is rising; at most ``-fall_per_step`` falling; else flat.
+4. Rising steps are ``recovery`` while the smoothed curve is still below the best it reached earlier minus
+   ``regain_margin`` (regaining lost ground), and ``progress`` otherwise; falling steps are ``failure_inducing``;
+   flat steps are ``idle``.
+5. Runs shorter than ``min_steps`` take the kind of the run before them (the first run: of the run after it), so
+   one noisy step never makes a segment.
+
+The output covers every non-rewind step with ``(start, stop, kind)`` runs, ``stop`` exclusive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import Field
+
+from vla_recover.config import FrozenConfig
+
+__all__ = ["CRITIC_KINDS", "SegmenterConfig", "segment_episode"]
+
+CRITIC_KINDS: tuple[str, ...] = ("progress", "idle", "failure_inducing", "recovery")
+
+
+class SegmenterConfig(FrozenConfig):
+    smooth_steps: int = Field(default=5, ge=1, le=1001, description="moving-average window (steps, odd or even)")
+    slope_steps: int = Field(default=10, ge=1, le=1000, description="the slope is the rise over this many steps")
+    rise_per_step: float = Field(default=0.002, gt=0.0, description="slope at or above this: rising")
+    fall_per_step: float = Field(default=0.002, gt=0.0, description="slope at or below minus this: falling")
+    regain_margin: float = Field(default=0.02, ge=0.0, description="rising this far below the earlier best: recovery")
+    min_steps: int = Field(default=5, ge=1, description="shorter runs merge into their neighbour")
+
+
+def segment_episode(
+    progress: np.ndarray,
+    config: SegmenterConfig | None = None,
+    supervision: Sequence[tuple[int, int, str]] = (),
+) -> list[tuple[int, int, str]]:
+    """The critic segments of one episode from its per-step progress (see the module docstring for the rules)."""
+    config = config or SegmenterConfig()
+    progress = np.asarray(progress, dtype=np.float64)
+    if progress.ndim != 1 or progress.size == 0:
+        raise ValueError(f"progress: expected a non-empty 1-D curve, got shape {progress.shape}")
+    bad = np.flatnonzero(~np.isfinite(progress))
+    if bad.size:
+        raise ValueError(f"progress: NaN or Inf at step {int(bad[0])} (of {progress.size})")
+    rewound = np.zeros(progress.size, dtype=bool)
+    for start, stop, kind in supervision:
+        if kind == "rewind":
+            rewound[start:stop] = True
+    keep = np.flatnonzero(~rewound)
+    if keep.size == 0:
+        return []
+    kinds = _step_kinds(progress[keep], config)
+    runs = _merge_short(_runs(kinds), config.min_steps)
+    # back to episode rows: a run of kept steps may straddle a rewind, which splits it
+    segments: list[tuple[int, int, str]] = []
+    for start, stop, kind in runs:
+        rows = keep[start:stop]
+        breaks = np.flatnonzero(np.diff(rows) > 1)
+        for piece in np.split(rows, breaks + 1):
+            segments.append((int(piece[0]), int(piece[-1]) + 1, kind))
+    return segments
+
+
+def smooth(curve: np.ndarray, window: int) -> np.ndarray:
+    if window <= 1 or curve.size == 1:
+        return curve.copy()
+    before, after = (window - 1) // 2, window // 2
+    padded = np.concatenate([np.full(before, curve[0]), curve, np.full(after, curve[-1])])
+    return np.convolve(padded, np.ones(window) / window, mode="valid")
+
+
+def _step_kinds(progress: np.ndarray, config: SegmenterConfig) -> list[str]:
+    smoothed = smooth(progress, config.smooth_steps)
+    n = smoothed.size
+    half = config.slope_steps / 2
+    index = np.arange(n)
+    lo = np.clip(np.floor(index - half).astype(int), 0, n - 1)
+    hi = np.clip(np.ceil(index + half).astype(int), 0, n - 1)
+    slope = np.where(hi > lo, (smoothed[hi] - smoothed[lo]) / np.maximum(hi - lo, 1), 0.0)
+    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], smoothed[:-1]]))
+    kinds: list[str] = []
+    for t in range(n):
+        if slope[t] >= config.rise_per_step:
+            kinds.append("recovery" if smoothed[t] < best_before[t] - config.regain_margin else "progress")
+        elif slope[t] <= -config.fall_per_step:
+            kinds.append("failure_inducing")
+        else:
+            kinds.append("idle")
+    return kinds
+
+
+def _runs(kinds: list[str]) -> list[tuple[int, int, str]]:
+    runs: list[tuple[int, int, str]] = []
+    for t, kind in enumerate(kinds):
+        if runs and runs[-1][2] == kind:
+            runs[-1] = (runs[-1][0], t + 1, kind)
+        else:
+            runs.append((t, t + 1, kind))
+    return runs
+
+
+def _merge_short(runs: list[tuple[int, int, str]], min_steps: int) -> list[tuple[int, int, str]]:
+    merged: list[tuple[int, int, str]] = []
+    for start, stop, kind in runs:
+        if merged and (stop - start < min_steps or merged[-1][2] == kind):
+            merged[-1] = (merged[-1][0], stop, merged[-1][2])
+        else:
+            merged.append((start, stop, kind))
+    if len(merged) > 1 and merged[0][1] - merged[0][0] < min_steps:  # a short first run joins the next
+        (first_start, _, _), (_, stop, kind) = merged[0], merged[1]
+        merged[:2] = [(first_start, stop, kind)]
+    return merged
