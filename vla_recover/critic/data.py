@@ -1,0 +1,96 @@
+"""Stored episodes as the critic sees them: its inputs, the outcome, and which rows are the robot's own timeline.
+
+A rewind's rows replay visited states backwards, so they are left out of the timeline: step ``t`` of an episode's
+timeline is its t-th row outside ``rewind`` segments. Ground-truth progress (sim only) is carried for evaluation and
+never fed to the critic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vla_recover.data import EpisodeStore
+
+__all__ = ["CriticEpisode", "load_episodes", "spearman"]
+
+
+@dataclass
+class CriticEpisode:
+    id: int
+    task: str
+    instruction: str
+    outcome: str
+    inputs: dict[str, np.ndarray]  # timeline rows only
+    rows: np.ndarray  # the episode row of each timeline step
+    length: int  # rows in the episode, rewinds included
+    supervision: list[tuple[int, int, str]] = field(default_factory=list)
+    true_progress: np.ndarray | None = None  # timeline rows only
+    intervention: np.ndarray | None = None  # timeline rows only
+
+    @property
+    def steps(self) -> int:
+        return int(self.rows.size)
+
+    @property
+    def success(self) -> bool:
+        return self.outcome == "success"
+
+    def normalised_time(self) -> np.ndarray:
+        """t / (T - 1) along the timeline; 1.0 for a single step."""
+        return np.linspace(0.0, 1.0, self.steps) if self.steps > 1 else np.ones(1)
+
+
+def load_episodes(store: EpisodeStore, keys: tuple[str, ...], task: str | None = None) -> list[CriticEpisode]:
+    """Every committed episode (of ``task``, if given) with the input ``keys``."""
+    missing = [key for key in keys if key not in store.specs()]
+    if missing:
+        raise KeyError(f"{store.path}: no key {missing[0]!r}; keys: {', '.join(sorted(store.specs()))}")
+    columns = {key: store.read(key) for key in keys}
+    extra = {key: store.read(key) for key in ("progress", "intervention") if key in store.specs()}
+    segments: dict[int, list[tuple[int, int, str]]] = {}
+    for segment in store.index.segments(source="supervision"):
+        segments.setdefault(segment.episode, []).append((segment.start, segment.stop, segment.kind))
+    episodes = []
+    for row in store.episodes(**({"task": task} if task else {})):
+        supervision = segments.get(row.id, [])
+        timeline = np.ones(row.length, dtype=bool)
+        for start, stop, kind in supervision:
+            if kind == "rewind":
+                timeline[start:stop] = False
+        rows = np.flatnonzero(timeline)
+        picked = row.start + rows
+        episodes.append(
+            CriticEpisode(
+                id=row.id,
+                task=row.task,
+                instruction=row.instruction,
+                outcome=row.outcome,
+                inputs={key: column[picked] for key, column in columns.items()},
+                rows=rows,
+                length=row.length,
+                supervision=supervision,
+                true_progress=extra["progress"][picked].astype(np.float64) if "progress" in extra else None,
+                intervention=extra["intervention"][picked].astype(bool) if "intervention" in extra else None,
+            )
+        )
+    return episodes
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks with ties averaged."""
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(values.size, dtype=np.float64)
+    ranks[order] = np.arange(values.size, dtype=np.float64)
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return (sums / counts)[inverse]
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation; NaN when either side is constant."""
+    ra, rb = _ranks(np.asarray(a, np.float64)), _ranks(np.asarray(b, np.float64))
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])

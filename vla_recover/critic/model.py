@@ -1,0 +1,171 @@
+"""The progress estimator p(observation, instruction) ∈ [0, 1] and its checkpoint format.
+
+Inputs, each optional by config: the low-dim state (normalised with statistics saved in the checkpoint), a camera
+image through the policies' small conv encoder, and the instruction as a cached sentence embedding. A trunk MLP
+gives a progress logit and, optionally, a done logit (the step is among the last of a successful episode).
+Checkpoints are ``config.json`` plus ``model.safetensors``, like the policies'; loading never unpickles.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from pydantic import Field, model_validator
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from vla_recover.config import FrozenConfig, validate_config
+from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder, SentenceEmbedder
+from vla_recover.policies.common.normalizer import Normalizer
+
+__all__ = ["CRITIC_SCHEMA", "CriticConfig", "ProgressCritic", "ProgressNet"]
+
+CRITIC_SCHEMA = 1
+_EMBEDDINGS = "__instruction_embeddings__"
+
+
+class CriticConfig(FrozenConfig):
+    state_key: str | None = Field(default="obs.state", description="low-dim input; None: not used")
+    image_key: str | None = Field(default=None, description="camera input (H, W, 3) uint8; None: not used")
+    image_crop: int = Field(default=76, ge=8)
+    use_language: bool = True
+    hidden: int = Field(default=256, ge=8, le=4096)
+    layers: int = Field(default=3, ge=1, le=12)
+    done_head: bool = False
+    done_steps: int = Field(default=3, ge=1, description="the done head's positives: the last steps of a success")
+
+    @model_validator(mode="after")
+    def _some_input(self) -> CriticConfig:
+        if self.state_key is None and self.image_key is None:
+            raise ValueError("state_key / image_key: the critic needs a state or an image input")
+        return self
+
+
+class ProgressNet(nn.Module):
+    def __init__(self, config: CriticConfig, shapes: dict[str, tuple[int, ...]]) -> None:
+        super().__init__()
+        self.config = config
+        width = 0
+        self.normalizer = Normalizer({config.state_key: shapes[config.state_key][0]} if config.state_key else {})
+        if config.state_key:
+            width += shapes[config.state_key][0]
+        self.image_encoder: ImageEncoder | None = None
+        if config.image_key:
+            size = shapes[config.image_key][0]
+            self.image_encoder = ImageEncoder(size, min(config.image_crop, size))
+            width += 64
+        self.language: nn.Linear | None = nn.Linear(TEXT_EMBED_DIM, 32) if config.use_language else None
+        width += 32 if config.use_language else 0
+        layers: list[nn.Module] = []
+        for _ in range(config.layers):
+            layers += [nn.Linear(width, config.hidden), nn.LayerNorm(config.hidden), nn.SiLU()]
+            width = config.hidden
+        self.trunk = nn.Sequential(*layers)
+        self.progress_head = nn.Linear(width, 1)
+        self.done_head = nn.Linear(width, 1) if config.done_head else None
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(progress logits (B,), done logits (B,) or None)."""
+        parts = []
+        if self.config.state_key:
+            parts.append(self.normalizer.normalize(self.config.state_key, batch[self.config.state_key]))
+        if self.image_encoder is not None:
+            parts.append(self.image_encoder(batch[self.config.image_key]))  # type: ignore[index]
+        if self.language is not None:
+            parts.append(self.language(batch["instruction_embedding"]))
+        features = self.trunk(torch.cat(parts, dim=-1))
+        done = self.done_head(features).squeeze(-1) if self.done_head is not None else None
+        return self.progress_head(features).squeeze(-1), done
+
+
+class ProgressCritic:
+    """A trained `ProgressNet` with its instruction embeddings: predicts progress curves of stored episodes."""
+
+    def __init__(self, net: ProgressNet, embedder: SentenceEmbedder, shapes: dict[str, tuple[int, ...]]) -> None:
+        self.net, self.embedder, self.shapes = net, embedder, shapes
+
+    @property
+    def config(self) -> CriticConfig:
+        return self.net.config
+
+    @property
+    def input_keys(self) -> tuple[str, ...]:
+        return tuple(k for k in (self.config.state_key, self.config.image_key) if k)
+
+    def tensors(
+        self, steps: dict[str, np.ndarray], instruction: str, where: str = "episode"
+    ) -> dict[str, torch.Tensor]:
+        """The net's inputs for ``steps`` (arrays with one row per step); NaN or a wrong shape is a clear error."""
+        batch: dict[str, torch.Tensor] = {}
+        length = None
+        for key in self.input_keys:
+            if key not in steps:
+                raise KeyError(f"{where}: no key {key!r} (the critic reads {', '.join(self.input_keys)})")
+            values = np.asarray(steps[key])
+            if values.shape[1:] != tuple(self.shapes[key]):
+                raise ValueError(f"{where}: {key} has shape {values.shape[1:]}, the critic expects {self.shapes[key]}")
+            if np.issubdtype(values.dtype, np.floating):
+                bad = np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1))
+                if bad.size:
+                    raise ValueError(f"{where}: {key} is NaN or Inf at step {int(bad[0])}")
+            batch[key] = torch.as_tensor(values if key == self.config.image_key else values.astype(np.float32))
+            length = len(values)
+        if self.config.use_language:
+            embedding = torch.as_tensor(self.embedder.embed([instruction])[0], dtype=torch.float32)
+            batch["instruction_embedding"] = embedding.expand(length or 1, -1)
+        return batch
+
+    @torch.no_grad()
+    def predict(self, steps: dict[str, np.ndarray], instruction: str, where: str = "episode") -> np.ndarray:
+        """Progress in [0, 1] for every step."""
+        self.net.eval()
+        batch = self.tensors(steps, instruction, where)
+        logits, _ = self.net(batch)
+        return torch.sigmoid(logits).numpy().astype(np.float32)
+
+    def save(self, directory: str | Path, **meta: Any) -> Path:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {k: v.detach().contiguous().clone() for k, v in self.net.state_dict().items()}
+        instructions = sorted(self.embedder.cache)
+        if instructions:
+            tensors[_EMBEDDINGS] = torch.as_tensor(np.stack([self.embedder.cache[s] for s in instructions]))
+        save_file(tensors, str(directory / "model.safetensors"))
+        config = {
+            "schema_version": CRITIC_SCHEMA,
+            "kind": "progress_critic",
+            "config": self.config.model_dump(mode="json"),
+            "shapes": {k: list(v) for k, v in self.shapes.items()},
+            "instructions": instructions,
+            **meta,
+        }
+        (directory / "config.json").write_text(json.dumps(config, indent=2))
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> ProgressCritic:
+        directory = Path(directory)
+        path = directory / "config.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: not a critic checkpoint (no config.json)")
+        raw = json.loads(path.read_text())
+        if raw.get("kind") != "progress_critic" or raw.get("schema_version") != CRITIC_SCHEMA:
+            raise ValueError(
+                f"{path}: kind {raw.get('kind')!r} schema {raw.get('schema_version')}; "
+                f"this vla_recover reads progress_critic schema {CRITIC_SCHEMA}"
+            )
+        shapes = {k: tuple(v) for k, v in raw["shapes"].items()}
+        net = ProgressNet(validate_config(CriticConfig, raw["config"]), shapes)
+        tensors = load_file(str(directory / "model.safetensors"))
+        embeddings = tensors.pop(_EMBEDDINGS, None)
+        missing, unexpected = net.load_state_dict(tensors, strict=False)
+        if missing or unexpected:
+            raise ValueError(f"{directory}: weights do not fit the config (missing {missing}, unexpected {unexpected})")
+        cache = {}
+        if embeddings is not None:
+            cache = {s: embeddings[i].numpy() for i, s in enumerate(raw["instructions"])}
+        return cls(net.eval(), SentenceEmbedder(cache), shapes)

@@ -1,0 +1,189 @@
+"""Train the progress critic on stored episodes: pairwise ranking plus regression to normalised time.
+
+Both signals come from successful episodes only, where "later" means "further along": the ranking loss says which
+of two frames of one episode comes later (as VLAC's pairwise critic does), the regression pulls p towards t / (T-1).
+Episodes are drawn uniformly over episode-length bins, so long episodes do not dominate and the critic has no
+reason to encode how long an episode runs. Held-out episodes (a fixed fraction, by seed) are for evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from pydantic import Field
+from torch.nn import functional as F
+
+from vla_recover.config import FrozenConfig
+from vla_recover.critic.data import CriticEpisode, load_episodes, spearman
+from vla_recover.critic.model import CriticConfig, ProgressCritic, ProgressNet
+from vla_recover.data import EpisodeStore
+from vla_recover.policies.common.encoders import SentenceEmbedder
+
+__all__ = ["CriticTrainConfig", "evaluate_critic", "length_bins", "split_episodes", "train_critic"]
+
+
+class CriticTrainConfig(FrozenConfig):
+    critic: CriticConfig = CriticConfig()
+    task: str | None = Field(default=None, description="train on this task's episodes only")
+    steps: int = Field(default=3000, ge=1, le=10_000_000)
+    batch_size: int = Field(default=256, ge=2, le=65536)
+    lr: float = Field(default=1e-3, gt=0.0)
+    weight_decay: float = Field(default=1e-4, ge=0.0)
+    rank_weight: float = Field(default=1.0, ge=0.0)
+    rank_temperature: float = Field(default=0.1, gt=0.0, description="progress difference that counts as a clear order")
+    regress_weight: float = Field(default=1.0, ge=0.0)
+    done_weight: float = Field(default=0.5, ge=0.0)
+    min_gap: int = Field(default=1, ge=1, description="ranked pairs are at least this many steps apart")
+    length_bins: int = Field(default=4, ge=1, le=100)
+    held_out_fraction: float = Field(default=0.2, ge=0.0, lt=1.0)
+    seed: int = 0
+
+
+def split_episodes(episodes: list[CriticEpisode], fraction: float, seed: int) -> tuple[list[Any], list[Any]]:
+    """(train, held out): a seeded, fixed share of the episodes held out."""
+    rng = np.random.default_rng(seed)
+    held = set(rng.permutation(len(episodes))[: round(fraction * len(episodes))].tolist())
+    return [e for i, e in enumerate(episodes) if i not in held], [e for i, e in enumerate(episodes) if i in held]
+
+
+def length_bins(lengths: np.ndarray, bins: int) -> np.ndarray:
+    """Each episode's length bin (quantile edges over these lengths)."""
+    edges = np.unique(np.quantile(lengths, np.linspace(0, 1, bins + 1)[1:-1])) if bins > 1 else np.array([])
+    return np.searchsorted(edges, lengths, side="right")
+
+
+class _PairSampler:
+    """Batches of (earlier, later) step pairs from successful episodes, uniform over length bins."""
+
+    def __init__(self, episodes: list[CriticEpisode], config: CriticTrainConfig) -> None:
+        self.episodes = [e for e in episodes if e.success and e.steps >= 2]
+        if not self.episodes:
+            raise ValueError("episodes: the critic trains on successful episodes of 2+ steps; there are none")
+        self.rng = np.random.default_rng(config.seed)
+        self.min_gap = config.min_gap
+        bins = length_bins(np.array([e.steps for e in self.episodes]), config.length_bins)
+        self.by_bin = [np.flatnonzero(bins == b) for b in np.unique(bins)]
+
+    def sample(self, size: int) -> list[tuple[CriticEpisode, int, int]]:
+        pairs = []
+        for _ in range(size):
+            members = self.by_bin[self.rng.integers(len(self.by_bin))]
+            episode = self.episodes[members[self.rng.integers(members.size)]]
+            gap = min(self.min_gap, episode.steps - 1)
+            early = int(self.rng.integers(0, episode.steps - gap))
+            late = int(self.rng.integers(early + gap, episode.steps))
+            pairs.append((episode, early, late))
+        return pairs
+
+
+def _batch(critic: ProgressCritic, picks: list[tuple[CriticEpisode, int]]) -> dict[str, torch.Tensor]:
+    steps = {key: np.stack([episode.inputs[key][t] for episode, t in picks]) for key in critic.input_keys}
+    batch = critic.tensors(steps, picks[0][0].instruction, where="training batch")
+    if critic.config.use_language:  # each step with its own episode's instruction
+        embeddings = critic.embedder.embed([episode.instruction for episode, _ in picks])
+        batch["instruction_embedding"] = torch.as_tensor(embeddings, dtype=torch.float32)
+    return batch
+
+
+def build_critic(episodes: list[CriticEpisode], config: CriticConfig) -> ProgressCritic:
+    keys = tuple(k for k in (config.state_key, config.image_key) if k)
+    shapes = {key: tuple(episodes[0].inputs[key].shape[1:]) for key in keys}
+    net = ProgressNet(config, shapes)
+    if config.state_key:
+        net.normalizer.fit(config.state_key, np.concatenate([e.inputs[config.state_key] for e in episodes]))
+    embedder = SentenceEmbedder()
+    if config.use_language:
+        embedder.embed(sorted({e.instruction for e in episodes}))
+    return ProgressCritic(net, embedder, shapes)
+
+
+def train_critic(
+    store_path: str | Path,
+    out: str | Path,
+    config: CriticTrainConfig | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> dict[str, Any]:
+    """Train on ``store_path``, save the critic in ``out`` with metrics.json and plots; returns the metrics."""
+    config = config or CriticTrainConfig()
+    torch.manual_seed(config.seed)
+    keys = tuple(k for k in (config.critic.state_key, config.critic.image_key) if k)
+    with EpisodeStore(store_path) as store:
+        episodes = load_episodes(store, keys, config.task)
+    if not episodes:
+        raise ValueError(f"{store_path}: no episodes" + (f" of task {config.task!r}" if config.task else ""))
+    for episode in episodes:  # NaN inputs are an error before any training, naming the episode
+        for key in keys:
+            values = episode.inputs[key]
+            if np.issubdtype(values.dtype, np.floating) and not np.isfinite(values).all():
+                step = int(np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1))[0])
+                raise ValueError(f"episode {episode.id}: {key} is NaN or Inf at step {step}")
+    train, held_out = split_episodes(episodes, config.held_out_fraction, config.seed)
+    critic = build_critic(train, config.critic)
+    sampler = _PairSampler(train, config)
+    optimizer = torch.optim.AdamW(critic.net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.steps)
+    started, losses = time.perf_counter(), []
+    critic.net.train()
+    for step in range(config.steps):
+        pairs = sampler.sample(config.batch_size // 2)
+        picks = [(e, early) for e, early, _ in pairs] + [(e, late) for e, _, late in pairs]
+        logits, done = critic.net(_batch(critic, picks))
+        progress = torch.sigmoid(logits)
+        early, late = progress.chunk(2)
+        # -log σ((late − early) / τ), on progress rather than logits: the margin it asks for is bounded, so the
+        # ranking orders steps without pushing the curve to a 0/1 step, and the regression sets its shape
+        rank = F.softplus((early - late) / config.rank_temperature).mean()
+        times = torch.as_tensor([e.normalised_time()[t] for e, t in picks], dtype=torch.float32)
+        regress = F.mse_loss(progress, times)
+        loss = config.rank_weight * rank + config.regress_weight * regress
+        if done is not None:
+            is_done = torch.as_tensor([t >= e.steps - config.critic.done_steps for e, t in picks], dtype=torch.float32)
+            loss = loss + config.done_weight * F.binary_cross_entropy_with_logits(done, is_done)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        if on_step is not None:
+            on_step(step + 1, losses[-1])
+    critic.net.eval()
+    metrics = {
+        "episodes": {"train": len(train), "held_out": len(held_out)},
+        "train_s": round(time.perf_counter() - started, 1),
+        "final_loss": round(float(np.mean(losses[-50:])), 4),
+        "held_out": evaluate_critic(critic, held_out) if held_out else {},
+    }
+    out = Path(out)
+    critic.save(out, train_config=config.model_dump(mode="json"), held_out_ids=[e.id for e in held_out])
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    from vla_recover.critic.plots import plot_held_out, plot_loss
+
+    plot_loss(losses, out / "loss.png")
+    if held_out:
+        plot_held_out(critic, held_out, out / "held_out_progress.png")
+    return metrics
+
+
+def evaluate_critic(critic: ProgressCritic, episodes: list[CriticEpisode]) -> dict[str, Any]:
+    """VOC (Spearman of p vs time on successes, mean over episodes) and Pearson of p vs ground-truth progress."""
+    voc, predicted, truth = [], [], []
+    for episode in episodes:
+        curve = critic.predict(episode.inputs, episode.instruction, where=f"episode {episode.id}")
+        if episode.success and episode.steps >= 3:
+            value = spearman(curve, np.arange(episode.steps))
+            if np.isfinite(value):
+                voc.append(value)
+        if episode.true_progress is not None:
+            predicted.append(curve)
+            truth.append(episode.true_progress)
+    result: dict[str, Any] = {"voc": round(float(np.mean(voc)), 4) if voc else None, "voc_episodes": len(voc)}
+    if predicted:
+        p, g = np.concatenate(predicted), np.concatenate(truth)
+        result["pearson_vs_true_progress"] = round(float(np.corrcoef(p, g)[0, 1]), 4) if g.std() > 0 else None
+    return result
