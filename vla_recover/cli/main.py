@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from vla_recover.cli import collect, fleet, tasks, train
+from vla_recover.cli.critic import critic_app, label
 from vla_recover.cli.interop import export_app, import_app
 from vla_recover.cli.store import store_app
 
@@ -24,6 +25,8 @@ app.add_typer(import_app, name="import")
 app.command("train")(train.train)
 app.command("eval")(train.evaluate)
 app.command("fleet")(fleet.fleet)
+app.add_typer(critic_app, name="critic")
+app.command("label")(label)
 
 
 if __name__ == "__main__":

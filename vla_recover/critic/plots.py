@@ -63,9 +63,12 @@ def draw_episode(
             ax.axvspan(start - 0.5, stop - 0.5, color=KIND_COLOURS[kind], alpha=0.15, lw=0)
     for start, stop, kind in critic_segments:
         ax.axvspan(start - 0.5, stop - 0.5, ymin=0.0, ymax=0.06, color=KIND_COLOURS.get(kind, "k"), lw=0)
+    # a gap in the rows is a rewind: break the lines there rather than draw across it
+    gaps = np.flatnonzero(np.diff(rows) > 1) + 1
+    x = np.insert(rows.astype(np.float64), gaps, np.nan)
     if true_progress is not None:
-        ax.plot(rows, true_progress, color="k", lw=1.2, ls="--", label="ground truth")
-    ax.plot(rows, predicted, color="tab:green", lw=1.8, label="critic")
+        ax.plot(x, np.insert(true_progress, gaps, np.nan), color="k", lw=1.2, ls="--", label="ground truth")
+    ax.plot(x, np.insert(np.asarray(predicted, np.float64), gaps, np.nan), color="tab:green", lw=1.8, label="critic")
     ax.set_xlim(-0.5, max(length, 1) - 0.5)
     ax.set_ylim(-0.08, 1.05)
     ax.set_xlabel("step")

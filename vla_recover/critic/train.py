@@ -25,7 +25,7 @@ from vla_recover.critic.model import CriticConfig, ProgressCritic, ProgressNet
 from vla_recover.data import EpisodeStore
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
-__all__ = ["CriticTrainConfig", "evaluate_critic", "length_bins", "split_episodes", "train_critic"]
+__all__ = ["CriticTrainConfig", "evaluate_critic", "length_bins", "ranking_loss", "split_episodes", "train_critic"]
 
 
 class CriticTrainConfig(FrozenConfig):
@@ -43,6 +43,15 @@ class CriticTrainConfig(FrozenConfig):
     length_bins: int = Field(default=4, ge=1, le=100)
     held_out_fraction: float = Field(default=0.2, ge=0.0, lt=1.0)
     seed: int = 0
+
+
+def ranking_loss(early: torch.Tensor, late: torch.Tensor, temperature: float) -> torch.Tensor:
+    """-log σ((p_late − p_early) / τ), mean over pairs.
+
+    On progress rather than logits: the margin it asks for is bounded, so the ranking orders steps without pushing
+    the curve to a 0/1 step, and the regression to normalised time sets its shape.
+    """
+    return F.softplus((early - late) / temperature).mean()
 
 
 def split_episodes(episodes: list[CriticEpisode], fraction: float, seed: int) -> tuple[list[Any], list[Any]]:
@@ -136,9 +145,7 @@ def train_critic(
         logits, done = critic.net(_batch(critic, picks))
         progress = torch.sigmoid(logits)
         early, late = progress.chunk(2)
-        # -log σ((late − early) / τ), on progress rather than logits: the margin it asks for is bounded, so the
-        # ranking orders steps without pushing the curve to a 0/1 step, and the regression sets its shape
-        rank = F.softplus((early - late) / config.rank_temperature).mean()
+        rank = ranking_loss(early, late, config.rank_temperature)
         times = torch.as_tensor([e.normalised_time()[t] for e, t in picks], dtype=torch.float32)
         regress = F.mse_loss(progress, times)
         loss = config.rank_weight * rank + config.regress_weight * regress

@@ -169,6 +169,11 @@ class Index:
         )
         return int(cursor.lastrowid or 0)
 
+    def delete_segments(self, episode: int, source: str) -> int:
+        """Drop the episode's segments from ``source`` (before relabelling it); returns how many went."""
+        cursor = self.db.execute("DELETE FROM segments WHERE episode=? AND source=?", (episode, source))
+        return int(cursor.rowcount)
+
     def segments(self, episode: int | None = None, source: str | None = None) -> list[SegmentRow]:
         clauses: list[str] = []
         params: list[Any] = []

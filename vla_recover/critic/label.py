@@ -1,0 +1,60 @@
+"""``vla-recover label``: cut every stored episode with a trained critic and write the segments into the store.
+
+Segments go in with source ``critic`` (an episode's earlier critic segments are replaced), and each labelled
+episode gets a ``labels_written`` event naming the critic, so a label can always be traced to what made it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vla_recover.critic.data import CriticEpisode, load_episodes
+from vla_recover.critic.model import ProgressCritic
+from vla_recover.critic.segmenter import SegmenterConfig, segment_episode
+from vla_recover.data import EpisodeStore
+
+__all__ = ["critic_segments", "label_store"]
+
+
+def critic_segments(
+    critic: ProgressCritic, episode: CriticEpisode, config: SegmenterConfig | None = None
+) -> tuple[np.ndarray, list[tuple[int, int, str]]]:
+    """(the critic's progress along the episode's timeline, its segments in episode rows)."""
+    curve = critic.predict(episode.inputs, episode.instruction, where=f"episode {episode.id}")
+    full = np.zeros(episode.length, dtype=np.float64)  # rewind rows are skipped by the segmenter
+    full[episode.rows] = curve
+    return curve, segment_episode(full, config, episode.supervision)
+
+
+def label_store(
+    store_path: str | Path,
+    critic_dir: str | Path,
+    config: SegmenterConfig | None = None,
+    task: str | None = None,
+    on_episode: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Label every episode (of ``task``); returns episodes labelled and steps per kind."""
+    critic = ProgressCritic.load(critic_dir)
+    steps_by_kind: Counter[str] = Counter()
+    with EpisodeStore(store_path, mode="a") as store:
+        episodes = load_episodes(store, critic.input_keys, task)
+        for done, episode in enumerate(episodes, start=1):
+            curve, segments = critic_segments(critic, episode, config)
+            with store.index.transaction():
+                store.index.delete_segments(episode.id, "critic")
+                for start, stop, kind in segments:
+                    mean = float(np.mean(curve[(episode.rows >= start) & (episode.rows < stop)]))
+                    store.index.insert_segment(episode.id, start, stop, kind, "critic", score=mean)
+                    steps_by_kind[kind] += stop - start
+                store.index.insert_event(
+                    "labels_written", "critic", {"critic": str(critic_dir), "segments": len(segments)},
+                    episode=episode.id,
+                )  # fmt: skip
+            if on_episode is not None:
+                on_episode(done, len(episodes))
+    return {"episodes": len(episodes), "steps_by_kind": dict(steps_by_kind)}
