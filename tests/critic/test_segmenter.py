@@ -76,3 +76,25 @@ def test_retention_keeps_progress_recovery_and_interventions_by_default() -> Non
     )
     with pytest.raises(ConfigError, match="keep"):
         validate_config(RetentionConfig, {"keep": ["progress", "wandering"]})
+
+
+def test_per_kind_f1_and_the_length_only_baseline() -> None:
+    from vla_recover.critic.metrics import LengthBaseline, per_kind_f1, step_labels
+
+    truth = step_labels(10, [(0, 4, "progress"), (4, 6, "idle"), (6, 10, "recovery")])
+    predicted = step_labels(10, [(0, 5, "progress"), (5, 10, "recovery")])
+    scores = per_kind_f1(truth, predicted)
+    assert scores["progress"] == pytest.approx(8 / 9, abs=1e-4)  # 4 right, 1 idle step called progress
+    assert scores["idle"] == 0.0 and scores["failure_inducing"] is None
+    assert scores["recovery"] == pytest.approx(8 / 9, abs=1e-4)
+    assert scores["macro"] == pytest.approx((8 / 9 + 0 + 8 / 9) / 3, abs=1e-4) and scores["accuracy"] == 0.8
+
+    # the baseline learns "short episodes are all progress, long ones idle at the end" and nothing else
+    def labelled(length: int) -> np.ndarray:
+        half = min(length, 20) if length > 20 else length
+        return step_labels(length, [(0, half, "progress")] + ([(half, length, "idle")] if half < length else []))
+
+    short = labelled(10)
+    baseline = LengthBaseline.fit([10, 11, 40, 41], [labelled(n) for n in (10, 11, 40, 41)], bins=2)
+    np.testing.assert_array_equal(baseline.predict(10), short)
+    assert list(baseline.predict(40)[[0, 39]]) == [0, 1]  # progress first, idle last

@@ -1,0 +1,203 @@
+"""Critic accuracy against simulator ground truth, on held-out fleet episodes of two tasks.
+
+1. Critic training data: clumsy scripted demos with injected failures (noise, hesitations, missed grasps, drops)
+   for LiftCube and PickPlaceBin.
+2. Held-out data: fleet rollouts of a trained policy per task under injected failures, with the simulated floor
+   operator and teleoperator (takeovers, rewinds, corrections).
+3. A critic (state + instruction) per task; each held-out episode is cut by the default segmenter on its
+   critic curve and scored per step against ground truth (the sim's true progress cut by crisp rules, see
+   vla_recover.critic.metrics) beside baselines: time-based progress t/T, the oracle (the default segmenter on
+   the true progress: the ceiling of the segmenter itself) and a length-only classifier, overall and within
+   episode-length bins.
+
+Needs the policies from configs/train/lift_diffusion.yaml and configs/train/pick_place_diffusion.yaml (see the
+README). Last line: one JSON object.
+
+    python benchmarks/critic_accuracy.py [--episodes 24] [--demos 60] [--critic-steps 3000] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vla_recover.config import validate_config
+from vla_recover.critic.data import CriticEpisode, load_episodes, spearman
+from vla_recover.critic.label import critic_segments
+from vla_recover.critic.metrics import GROUND_TRUTH_SEGMENTER, LengthBaseline, per_kind_f1, step_labels
+from vla_recover.critic.model import ProgressCritic
+from vla_recover.critic.segmenter import segment_episode
+from vla_recover.critic.train import CriticTrainConfig, train_critic
+from vla_recover.data import EpisodeStore
+
+TASKS: dict[str, dict[str, Any]] = {
+    "LiftCube": {
+        "policy": "runs/train/lift_diffusion/policy",
+        "task_config": {
+            "horizon": 120,
+            "failures": [
+                {"kind": "slip", "phase": "lift", "probability": 0.5, "delay": [0, 3]},
+                {"kind": "push", "phase": "reach", "probability": 0.3, "delay": [2, 6]},
+            ],
+        },
+    },
+    "PickPlaceBin": {
+        "policy": "runs/train/pick_place_diffusion/policy",
+        "task_config": {
+            "horizon": 300,
+            "failures": [
+                {"kind": "early_release", "phase": "carry", "probability": 0.3, "delay": [0, 4]},
+                {"kind": "slip", "phase": "lift", "probability": 0.2, "delay": [0, 2]},
+            ],
+        },
+    },
+}
+CLUMSY = {"action_noise": 0.15, "hesitation_prob": 0.03, "hesitation_steps": 6, "grasp_miss_prob": 0.2}
+
+
+def collect_training_demos(task: str, store: Path, demos: int, seed: int) -> None:
+    from vla_recover.rollout import CollectConfig, collect_demos
+
+    config = validate_config(
+        CollectConfig,
+        {"task": task, "episodes": demos, "seed": seed, "expert": CLUMSY,
+         "task_config": TASKS[task]["task_config"], "out": str(store), "workers": 2},
+    )  # fmt: skip
+    collect_demos(config)
+
+
+def run_fleet(task: str, store: Path, episodes: int, seed: int) -> dict[str, Any]:
+    from vla_recover.fleet import FleetConfig, build_fleet
+
+    spec = TASKS[task]
+    if not Path(spec["policy"]).is_dir():
+        raise SystemExit(f"{spec['policy']}: no policy; train it first (README, quality bar)")
+    config = validate_config(
+        FleetConfig,
+        {"task": task, "task_config": spec["task_config"], "robots": 6, "robots_per_process": 3,
+         "episodes": episodes, "seed": seed, "policy": spec["policy"], "store": str(store),
+         "inference_lead_steps": 2,
+         "floor_operator": {"reaction_s": 0.5, "reset_s": 2.0, "stall_steps": 40},
+         "teleoperator": {"rewind": "in_distribution", "reaction_s": 1.0}},
+    )  # fmt: skip
+    return build_fleet(config).run()
+
+
+def truth_of(episode: CriticEpisode) -> np.ndarray:
+    assert episode.true_progress is not None
+    full = np.zeros(episode.length)
+    full[episode.rows] = episode.true_progress
+    return step_labels(episode.length, segment_episode(full, GROUND_TRUTH_SEGMENTER, episode.supervision))
+
+
+def labels_from_curve(episode: CriticEpisode, curve: np.ndarray) -> np.ndarray:
+    full = np.zeros(episode.length)
+    full[episode.rows] = curve
+    return step_labels(episode.length, segment_episode(full, None, episode.supervision))
+
+
+def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: LengthBaseline) -> dict[str, Any]:
+    methods: dict[str, list[np.ndarray]] = {"critic": [], "time": [], "oracle": [], "length_only": []}
+    truths, voc, curves, true_curves = [], [], [], []
+    for episode in episodes:
+        curve, _ = critic_segments(critic, episode)
+        truths.append(truth_of(episode))
+        methods["critic"].append(labels_from_curve(episode, curve))
+        methods["time"].append(labels_from_curve(episode, episode.normalised_time()))
+        methods["oracle"].append(labels_from_curve(episode, episode.true_progress))  # type: ignore[arg-type]
+        length_only = baseline.predict(episode.length)
+        methods["length_only"].append(np.where(truths[-1] >= 0, length_only, -1).astype(np.int8))
+        curves.append(curve)
+        true_curves.append(episode.true_progress)
+        if episode.success and episode.steps >= 3:
+            voc.append(spearman(curve, np.arange(episode.steps)))
+    truth = np.concatenate(truths)
+    result: dict[str, Any] = {
+        "episodes": len(episodes),
+        "steps": int(truth.size),
+        "voc": round(float(np.nanmean(voc)), 4) if voc else None,
+        "voc_time_baseline": 1.0 if voc else None,
+        "voc_episodes": len(voc),
+        "pearson_vs_true_progress": round(
+            float(np.corrcoef(np.concatenate(curves), np.concatenate(true_curves))[0, 1]), 4
+        ),
+        "f1": {name: per_kind_f1(truth, np.concatenate(labels)) for name, labels in methods.items()},
+        "truth_steps_by_kind": {k: int(v) for k, v in zip(*np.unique(truth, return_counts=True), strict=True)},
+    }
+    # length control: the same scores within episode-length bins
+    lengths = np.array([e.length for e in episodes])
+    edges = np.unique(np.quantile(lengths, [1 / 3, 2 / 3]))
+    bins = np.searchsorted(edges, lengths, side="right")
+    result["by_length_bin"] = []
+    for b in np.unique(bins):
+        members = np.flatnonzero(bins == b)
+        t = np.concatenate([truths[i] for i in members])
+        row = {"lengths": [int(lengths[members].min()), int(lengths[members].max())], "episodes": int(members.size)}
+        for name in ("critic", "length_only", "time"):
+            row[f"{name}_macro_f1"] = per_kind_f1(t, np.concatenate([methods[name][i] for i in members]))["macro"]
+        result["by_length_bin"].append(row)
+    return result
+
+
+def merge(results: dict[str, Any], tasks: list[str]) -> dict[str, Any]:
+    """Step-weighted means of the per-task figures."""
+    weights = np.array([results[t]["steps"] for t in tasks], dtype=np.float64)
+    merged: dict[str, Any] = {"episodes": sum(results[t]["episodes"] for t in tasks), "steps": int(weights.sum())}
+    vocs = [(results[t]["voc"], results[t]["voc_episodes"]) for t in tasks if results[t]["voc"] is not None]
+    merged["voc"] = round(sum(v * n for v, n in vocs) / sum(n for _, n in vocs), 4) if vocs else None
+    merged["macro_f1"] = {
+        method: round(float(np.average([results[t]["f1"][method]["macro"] for t in tasks], weights=weights)), 4)
+        for method in results[tasks[0]]["f1"]
+    }
+    return merged
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=24, help="held-out fleet episodes per task")
+    parser.add_argument("--demos", type=int, default=60, help="clumsy training demos per task")
+    parser.add_argument("--critic-steps", type=int, default=3000)
+    parser.add_argument("--work", type=Path, default=None, help="keep (and reuse) the stores and critic here")
+    args = parser.parse_args()
+
+    work = args.work or Path(tempfile.mkdtemp(prefix="critic_accuracy_"))
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    results: dict[str, Any] = {"benchmark": "critic_accuracy", "work": str(work)}
+    scored: dict[str, tuple[list[CriticEpisode], ProgressCritic, LengthBaseline]] = {}
+    for offset, task in enumerate(TASKS):  # a critic per task: the tasks' states differ in size
+        demos, fleet = work / task / "demos", work / task / "fleet"
+        if not demos.exists():
+            collect_training_demos(task, demos, args.demos, seed=50_000 + 10_000 * offset)
+        if not fleet.exists():
+            summary = run_fleet(task, fleet, args.episodes, seed=90_000 + 10_000 * offset)
+            results.setdefault("fleet", {})[task] = {
+                k: summary[k] for k in ("episodes", "outcomes", "interventions", "rewinds")
+            }
+        critic_dir = work / task / "critic"
+        config = validate_config(CriticTrainConfig, {"steps": args.critic_steps, "held_out_fraction": 0.1})
+        results.setdefault("critic_training", {})[task] = train_critic(demos, critic_dir, config)
+        critic = ProgressCritic.load(critic_dir)
+        with EpisodeStore(demos) as store:
+            train_episodes = load_episodes(store, critic.input_keys)
+        baseline = LengthBaseline.fit([e.length for e in train_episodes], [truth_of(e) for e in train_episodes])
+        with EpisodeStore(fleet) as store:
+            scored[task] = (load_episodes(store, critic.input_keys), critic, baseline)
+        results[task] = score(*scored[task])
+    results["all"] = merge(results, list(TASKS))
+    results["wall_s"] = round(time.perf_counter() - started, 1)
+    for task in TASKS:
+        macro = {method: scores["macro"] for method, scores in results[task]["f1"].items()}
+        print(f"{task}: VOC {results[task]['voc']}, macro-F1 {macro}")
+    print(f"all: VOC {results['all']['voc']}, macro-F1 {results['all']['macro_f1']}")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Scoring a segmentation against ground truth, per step, and the length-only baseline it must beat.
+
+Ground-truth segments come from the simulator's true progress cut with crisp segmenter settings (no smoothing, the
+slope over the neighbouring steps, no minimum run), so injected failures show up as drops and interventions as
+recoveries; rewinds are not scored. The length-only baseline knows nothing but an episode's length and each step's
+position in it: per length bin and tenth of the episode, the kind most common in its training episodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig
+
+__all__ = ["GROUND_TRUTH_SEGMENTER", "LengthBaseline", "per_kind_f1", "step_labels"]
+
+GROUND_TRUTH_SEGMENTER = SegmenterConfig(
+    smooth_steps=1, slope_steps=2, rise_per_step=0.002, fall_per_step=0.002, regain_margin=0.02, min_steps=1
+)
+_UNSCORED = -1
+
+
+def step_labels(length: int, segments: Sequence[tuple[int, int, str]]) -> np.ndarray:
+    """The kind index (into CRITIC_KINDS) of every step; -1 where no critic segment covers it."""
+    labels = np.full(length, _UNSCORED, dtype=np.int8)
+    for start, stop, kind in segments:
+        if kind in CRITIC_KINDS:
+            labels[start:stop] = CRITIC_KINDS.index(kind)
+    return labels
+
+
+def per_kind_f1(truth: np.ndarray, predicted: np.ndarray) -> dict[str, float | None]:
+    """F1 of each kind over the scored steps (None for a kind absent from both), plus ``macro`` over the kinds
+    present in the ground truth and ``accuracy``."""
+    scored = truth != _UNSCORED
+    truth, predicted = truth[scored], predicted[scored]
+    result: dict[str, float | None] = {}
+    present = []
+    for index, kind in enumerate(CRITIC_KINDS):
+        tp = int(np.sum((truth == index) & (predicted == index)))
+        fp = int(np.sum((truth != index) & (predicted == index)))
+        fn = int(np.sum((truth == index) & (predicted != index)))
+        if tp + fp + fn == 0:
+            result[kind] = None
+            continue
+        result[kind] = round(2 * tp / (2 * tp + fp + fn), 4)
+        if np.any(truth == index):
+            present.append(result[kind])
+    result["macro"] = round(float(np.mean(present)), 4) if present else None  # type: ignore[arg-type]
+    result["accuracy"] = round(float(np.mean(truth == predicted)), 4) if truth.size else None
+    return result
+
+
+class LengthBaseline:
+    """Predicts each step's kind from the episode's length bin and the step's tenth of the episode only."""
+
+    POSITIONS = 10
+
+    def __init__(self, edges: np.ndarray, table: np.ndarray) -> None:
+        self.edges, self.table = edges, table
+
+    @classmethod
+    def fit(cls, lengths: Sequence[int], labels: Sequence[np.ndarray], bins: int = 4) -> LengthBaseline:
+        lengths_array = np.asarray(lengths)
+        edges = np.unique(np.quantile(lengths_array, np.linspace(0, 1, bins + 1)[1:-1])) if bins > 1 else np.array([])
+        counts = np.zeros((edges.size + 1, cls.POSITIONS, len(CRITIC_KINDS)))
+        for length, label in zip(lengths_array, labels, strict=True):
+            b = int(np.searchsorted(edges, length, side="right"))
+            positions = cls._positions(int(length))
+            for position, kind in zip(positions, label, strict=True):
+                if kind != _UNSCORED:
+                    counts[b, position, kind] += 1
+        fallback = counts.sum(axis=(0, 1)).argmax()
+        table = np.where(counts.sum(-1) > 0, counts.argmax(-1), fallback).astype(np.int8)
+        return cls(edges, table)
+
+    @classmethod
+    def _positions(cls, length: int) -> np.ndarray:
+        return np.minimum((np.arange(length) * cls.POSITIONS) // max(length, 1), cls.POSITIONS - 1)
+
+    def bin_of(self, length: int) -> int:
+        return int(np.searchsorted(self.edges, length, side="right"))
+
+    def predict(self, length: int) -> np.ndarray:
+        return self.table[self.bin_of(length), self._positions(length)]
