@@ -32,7 +32,7 @@ from vla_recover.critic.data import CriticEpisode, load_episodes, spearman
 from vla_recover.critic.label import critic_segments
 from vla_recover.critic.metrics import GROUND_TRUTH_SEGMENTER, LengthBaseline, per_kind_f1, step_labels
 from vla_recover.critic.model import ProgressCritic
-from vla_recover.critic.segmenter import segment_episode
+from vla_recover.critic.segmenter import CRITIC_KINDS, segment_episode
 from vla_recover.critic.train import CriticTrainConfig, train_critic
 from vla_recover.data import EpisodeStore
 
@@ -104,7 +104,7 @@ def labels_from_curve(episode: CriticEpisode, curve: np.ndarray) -> np.ndarray:
 
 def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: LengthBaseline) -> dict[str, Any]:
     methods: dict[str, list[np.ndarray]] = {"critic": [], "time": [], "oracle": [], "length_only": []}
-    truths, voc, curves, true_curves = [], [], [], []
+    truths, voc, voc_truth, curves, true_curves = [], [], [], [], []
     for episode in episodes:
         curve, _ = critic_segments(critic, episode)
         truths.append(truth_of(episode))
@@ -117,18 +117,24 @@ def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: Lengt
         true_curves.append(episode.true_progress)
         if episode.success and episode.steps >= 3:
             voc.append(spearman(curve, np.arange(episode.steps)))
+            voc_truth.append(spearman(episode.true_progress, np.arange(episode.steps)))  # type: ignore[arg-type]
     truth = np.concatenate(truths)
     result: dict[str, Any] = {
         "episodes": len(episodes),
         "steps": int(truth.size),
         "voc": round(float(np.nanmean(voc)), 4) if voc else None,
         "voc_time_baseline": 1.0 if voc else None,
+        # the true progress is not monotone either when a success went through a failure and a recovery
+        "voc_true_progress": round(float(np.nanmean(voc_truth)), 4) if voc_truth else None,
         "voc_episodes": len(voc),
         "pearson_vs_true_progress": round(
             float(np.corrcoef(np.concatenate(curves), np.concatenate(true_curves))[0, 1]), 4
         ),
         "f1": {name: per_kind_f1(truth, np.concatenate(labels)) for name, labels in methods.items()},
-        "truth_steps_by_kind": {k: int(v) for k, v in zip(*np.unique(truth, return_counts=True), strict=True)},
+        "truth_steps_by_kind": {
+            (CRITIC_KINDS[k] if k >= 0 else "unscored"): int(n)
+            for k, n in zip(*np.unique(truth, return_counts=True), strict=True)
+        },
     }
     # length control: the same scores within episode-length bins
     lengths = np.array([e.length for e in episodes])
