@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from vla_recover.policies.common.base import Policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
-__all__ = ["CHECKPOINT_SCHEMA", "load_policy", "save_policy"]
+__all__ = ["CHECKPOINT_SCHEMA", "load_policy", "load_weights", "save_policy", "save_weights"]
 
 CHECKPOINT_SCHEMA = 1
 _EMBEDDINGS = "__instruction_embeddings__"
@@ -26,11 +27,7 @@ _EMBEDDINGS = "__instruction_embeddings__"
 def save_policy(policy: Policy, directory: str | Path, embedder: SentenceEmbedder | None = None, **meta: Any) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().contiguous().clone() for k, v in policy.state_dict().items()}
-    instructions = sorted(embedder.cache) if embedder else []
-    if instructions and embedder is not None:
-        tensors[_EMBEDDINGS] = torch.as_tensor(np.stack([embedder.cache[s] for s in instructions]))
-    save_file(tensors, str(directory / "model.safetensors"))
+    instructions = save_weights(policy, directory, embedder)
     config = {
         "schema_version": CHECKPOINT_SCHEMA,
         "policy": policy.name,
@@ -58,12 +55,29 @@ def load_policy(directory: str | Path) -> tuple[Policy, SentenceEmbedder, dict[s
         raise ValueError(f"{config_path}: checkpoint schema {version}, this vla_recover reads {CHECKPOINT_SCHEMA}")
     shapes = {k: tuple(v) for k, v in config["shapes"].items()}
     policy = build_policy(config["policy"], config["config"], shapes, config["action_dim"])
+    embedder = load_weights(policy, directory, config["instructions"])
+    return policy.eval(), embedder, config
+
+
+def save_weights(module: nn.Module, directory: Path, embedder: SentenceEmbedder | None) -> list[str]:
+    """``model.safetensors``: the module's weights and the embedder's cached instructions; returns those, in the
+    order their embeddings are stored."""
+    tensors = {k: v.detach().contiguous().clone() for k, v in module.state_dict().items()}
+    instructions = sorted(embedder.cache) if embedder else []
+    if instructions and embedder is not None:
+        tensors[_EMBEDDINGS] = torch.as_tensor(np.stack([embedder.cache[s] for s in instructions]))
+    save_file(tensors, str(directory / "model.safetensors"))
+    return instructions
+
+
+def load_weights(module: nn.Module, directory: Path, instructions: list[str]) -> SentenceEmbedder:
+    """Load ``model.safetensors`` into ``module`` (every weight must fit); returns the saved instruction embedder."""
     tensors = load_file(str(directory / "model.safetensors"))
     embeddings = tensors.pop(_EMBEDDINGS, None)
-    missing, unexpected = policy.load_state_dict(tensors, strict=False)
+    missing, unexpected = module.load_state_dict(tensors, strict=False)
     if missing or unexpected:
         raise ValueError(f"{directory}: weights do not fit the config (missing {missing}, unexpected {unexpected})")
     cache = {}
     if embeddings is not None:
-        cache = {s: embeddings[i].numpy() for i, s in enumerate(config["instructions"])}
-    return policy.eval(), SentenceEmbedder(cache), config
+        cache = {s: embeddings[i].numpy() for i, s in enumerate(instructions)}
+    return SentenceEmbedder(cache)

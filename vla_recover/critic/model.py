@@ -15,17 +15,16 @@ from typing import Any
 import numpy as np
 import torch
 from pydantic import Field, model_validator
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from vla_recover.config import FrozenConfig, validate_config
+from vla_recover.policies.common.checkpoint import load_weights, save_weights
 from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder, SentenceEmbedder
 from vla_recover.policies.common.normalizer import Normalizer
 
 __all__ = ["CRITIC_SCHEMA", "CriticConfig", "ProgressCritic", "ProgressNet"]
 
 CRITIC_SCHEMA = 1
-_EMBEDDINGS = "__instruction_embeddings__"
 
 
 class CriticConfig(FrozenConfig):
@@ -130,11 +129,7 @@ class ProgressCritic:
     def save(self, directory: str | Path, **meta: Any) -> Path:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        tensors = {k: v.detach().contiguous().clone() for k, v in self.net.state_dict().items()}
-        instructions = sorted(self.embedder.cache)
-        if instructions:
-            tensors[_EMBEDDINGS] = torch.as_tensor(np.stack([self.embedder.cache[s] for s in instructions]))
-        save_file(tensors, str(directory / "model.safetensors"))
+        instructions = save_weights(self.net, directory, self.embedder)
         config = {
             "schema_version": CRITIC_SCHEMA,
             "kind": "progress_critic",
@@ -160,12 +155,5 @@ class ProgressCritic:
             )
         shapes = {k: tuple(v) for k, v in raw["shapes"].items()}
         net = ProgressNet(validate_config(CriticConfig, raw["config"]), shapes)
-        tensors = load_file(str(directory / "model.safetensors"))
-        embeddings = tensors.pop(_EMBEDDINGS, None)
-        missing, unexpected = net.load_state_dict(tensors, strict=False)
-        if missing or unexpected:
-            raise ValueError(f"{directory}: weights do not fit the config (missing {missing}, unexpected {unexpected})")
-        cache = {}
-        if embeddings is not None:
-            cache = {s: embeddings[i].numpy() for i, s in enumerate(raw["instructions"])}
-        return cls(net.eval(), SentenceEmbedder(cache), shapes)
+        embedder = load_weights(net, directory, raw["instructions"])
+        return cls(net.eval(), embedder, shapes)

@@ -77,6 +77,14 @@ def draw_episode(
     ax.grid(alpha=0.3)
 
 
+def _save_with_legend(fig: plt.Figure, out: Path, bottom: float) -> Path:
+    _legend(fig)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def _legend(fig: plt.Figure) -> None:
     handles: list[Artist] = [Patch(color=c, label=kind.replace("_", " ")) for kind, c in KIND_COLOURS.items()]
     handles += [
@@ -99,11 +107,7 @@ def plot_held_out(critic: ProgressCritic, episodes: list[CriticEpisode], out: Pa
         )  # fmt: skip
     for ax in list(axes.flat)[len(chosen) :]:
         ax.axis("off")
-    _legend(fig)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return _save_with_legend(fig, out, bottom=0.08)
 
 
 def plot_episode_file(
@@ -117,8 +121,4 @@ def plot_episode_file(
         ax, predicted, episode.rows, episode.length, episode.true_progress, critic_segments, episode.supervision,
         title=f"episode {episode.id}: {episode.instruction} ({episode.outcome})",
     )  # fmt: skip
-    _legend(fig)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return _save_with_legend(fig, out, bottom=0.12)
