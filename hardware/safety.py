@@ -1,0 +1,287 @@
+"""The safety filter that always stands between a policy or an operator and a robot, and `SafeRobot` that applies it.
+
+Per command, in order: a command that is not ``dim`` finite numbers is rejected and the robot holds; the e-stop
+latch, once set, turns every command into the hold until an explicit, logged `SafetyFilter.clear_estop`; then each
+dimension is clipped to the intersection of
+- the absolute limits ``low``/``high`` (joint limits, or the action range),
+- ``max_relative_target`` around the present measured position (joint commands, as LeRobot's option),
+- ``max_velocity``·dt around the previous command sent (both modes),
+- for end-effector deltas, the step that keeps the commanded position inside the ``workspace`` box.
+The absolute limits always hold; a further bound that cannot be met together with the stronger ones is approached
+as far as they allow (priority: step from the last command, workspace, reach from the present position). The hold
+(the present position, or a zero delta with the grip kept) goes through the same bounds. A watchdog
+(`SafetyFilter.watchdog`) commands the hold when no fresh command or observation came within ``watchdog_s``.
+Every intervention is counted by kind, logged, and passed to ``on_event``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from vla_recover.config import FrozenConfig
+from vla_recover.hardware.robot import Robot, RobotError
+
+__all__ = ["SafeRobot", "SafetyConfig", "SafetyFilter", "WorkspaceBox"]
+
+log = logging.getLogger(__name__)
+
+
+class WorkspaceBox(FrozenConfig):
+    low: tuple[float, float, float]
+    high: tuple[float, float, float]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> WorkspaceBox:
+        if any(lo > hi for lo, hi in zip(self.low, self.high, strict=True)):
+            raise ValueError(f"workspace: low {self.low} must not exceed high {self.high}")
+        return self
+
+
+class SafetyConfig(FrozenConfig):
+    command: Literal["ee_delta", "joint_position"] = "ee_delta"
+    low: list[float] | None = Field(None, description="per-dimension lower limits; ee_delta default -1")
+    high: list[float] | None = Field(None, description="per-dimension upper limits; ee_delta default +1")
+    max_relative_target: float | None = Field(None, gt=0.0, description="joint_position: |target − present| per step")
+    max_velocity: float | None = Field(None, gt=0.0, description="|command − previous command| per second")
+    workspace: WorkspaceBox | None = Field(None, description="ee_delta: the commanded position stays inside")
+    translation_per_unit: float = Field(0.02, gt=0.0, description="ee_delta: metres per step at |delta| = 1")
+    position_key: str = "state"
+    position_indices: list[int] = Field(default_factory=lambda: [0, 1, 2], description="present position in the key")
+    gripper_index: int | None = Field(4, description="ee_delta: held at its last value while holding")
+    watchdog_s: float = Field(0.25, gt=0.0)
+    control_hz: float = Field(20.0, gt=0.0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SafetyConfig:
+        if (self.low is None) != (self.high is None):
+            raise ValueError("low / high: give both or neither")
+        if (
+            self.low is not None
+            and self.high is not None
+            and (len(self.low) != len(self.high) or any(lo > hi for lo, hi in zip(self.low, self.high, strict=False)))
+        ):
+            raise ValueError(f"low / high: need equal lengths and low <= high, got {self.low} and {self.high}")
+        if self.command == "joint_position" and self.low is None:
+            raise ValueError("low / high: joint_position commands need joint limits")
+        if self.workspace is not None and self.command != "ee_delta":
+            raise ValueError("workspace: only for ee_delta commands")
+        return self
+
+
+class SafetyFilter:
+    """Makes any command safe for one robot with ``dim`` action dimensions; see the module docstring."""
+
+    def __init__(
+        self,
+        config: SafetyConfig,
+        dim: int,
+        clock: Callable[[], float] = time.monotonic,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.config, self.dim, self.clock, self.on_event = config, dim, clock, on_event
+        default = 1.0 if config.command == "ee_delta" else np.inf
+        self.low = np.asarray(config.low if config.low is not None else [-default] * dim, dtype=np.float64)
+        self.high = np.asarray(config.high if config.high is not None else [default] * dim, dtype=np.float64)
+        if self.low.shape != (dim,):
+            raise ValueError(f"low / high: {self.low.size} limits for an action of {dim}")
+        self.dt = 1.0 / config.control_hz
+        self.counts: Counter[str] = Counter()
+        self.present: np.ndarray | None = None  # measured position (joints, or the end effector's xyz)
+        self.previous: np.ndarray | None = None  # the last command sent
+        self.last_command = self.last_observation = -np.inf
+        self.estopped = False
+        self.estop_reason = ""
+
+    # -- inputs -----------------------------------------------------------------------------------------------------
+    def observe(self, observation: dict[str, np.ndarray]) -> None:
+        values = np.asarray(observation[self.config.position_key], dtype=np.float64).reshape(-1)
+        position = values[self.config.position_indices]
+        if np.all(np.isfinite(position)):
+            self.present = position
+            self.last_observation = self.clock()
+        else:
+            self._intervene("observation_rejected", reason=f"non-finite position {position.tolist()}")
+
+    def estop(self, who: str, reason: str = "") -> None:
+        if not self.estopped:
+            self.estopped, self.estop_reason = True, reason
+            self._intervene("estop", who=who, reason=reason)
+
+    def clear_estop(self, who: str) -> None:
+        """Only this clears the latch; it is logged with who did it."""
+        if self.estopped:
+            self.estopped = False
+            self._intervene("estop_cleared", who=who, reason=self.estop_reason)
+
+    # -- outputs ----------------------------------------------------------------------------------------------------
+    def hold(self) -> np.ndarray:
+        """Stay where the robot is (the present joints, or a zero delta with the grip kept), within every limit."""
+        if self.config.command == "joint_position":
+            base = self.present if self.present is not None else self.previous
+            rest = np.clip(np.zeros(self.dim) if base is None else base, self.low, self.high)
+        else:
+            rest = np.zeros(self.dim)
+            grip = self.config.gripper_index
+            if grip is not None and self.previous is not None:
+                rest[grip] = self.previous[grip]
+        return self._clip(rest)
+
+    def filter(self, command: Any) -> np.ndarray:
+        """The safe command for ``command`` (whatever it is); records it as sent."""
+        self.last_command = self.clock()
+        try:
+            action = np.asarray(command, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            action = np.full(self.dim + 1, np.nan)  # not numbers at all: rejected below
+        if action.shape != (self.dim,) or not np.all(np.isfinite(action)):
+            self._intervene(
+                "rejected", reason=f"expected {self.dim} finite numbers, got {np.asarray(command).tolist()}"
+            )
+            return self._send(self.hold())
+        if self.estopped:
+            self.counts["estop_hold"] += 1
+            return self._send(self.hold())
+        safe = self._clip(action)
+        if np.any(np.abs(safe - action) > 1e-12):
+            self._intervene("clipped", requested=np.round(action, 4).tolist(), sent=np.round(safe, 4).tolist())
+        return self._send(safe)
+
+    def _clip(self, action: np.ndarray) -> np.ndarray:
+        """Clip into the absolute limits, then, per dimension, into each further bound that still leaves room, in
+        order of priority: the step from the last command, the workspace, the reach from the present position."""
+        lo, hi = self.low.copy(), self.high.copy()
+        for bound_lo, bound_hi in self._bounds():
+            narrower_lo, narrower_hi = np.maximum(lo, bound_lo), np.minimum(hi, bound_hi)
+            room = narrower_lo <= narrower_hi
+            if not np.all(room):  # cannot meet this bound: go as far towards it as the stronger ones allow
+                self.counts["conflict"] += 1
+                nearest = np.where(bound_lo > hi, hi, lo)
+                narrower_lo, narrower_hi = np.where(room, narrower_lo, nearest), np.where(room, narrower_hi, nearest)
+            lo, hi = narrower_lo, narrower_hi
+        return np.clip(action, lo, hi)
+
+    def _bounds(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        bounds = []
+        reference = self.previous if self.previous is not None else self._at_rest()  # a first step from rest
+        if self.config.max_velocity is not None and reference is not None:
+            step = self.config.max_velocity * self.dt
+            bounds.append((reference - step, reference + step))
+        if self.config.workspace is not None and self.present is not None:
+            n = len(self.config.position_indices)
+            unit = self.config.translation_per_unit
+            box_lo, box_hi = np.full(self.dim, -np.inf), np.full(self.dim, np.inf)
+            box_lo[:n] = (np.asarray(self.config.workspace.low) - self.present) / unit
+            box_hi[:n] = (np.asarray(self.config.workspace.high) - self.present) / unit
+            bounds.append((box_lo, box_hi))
+        if self.config.max_relative_target is not None and self.present is not None:
+            reach = self.config.max_relative_target
+            bounds.append((self.present - reach, self.present + reach))
+        return bounds
+
+    def _at_rest(self) -> np.ndarray | None:
+        """The command that keeps the robot where it is: the present joints, or a zero delta."""
+        if self.config.command == "joint_position":
+            return self.present
+        return np.zeros(self.dim)
+
+    def watchdog(self) -> np.ndarray | None:
+        """The hold when the command or the observation went stale; None while both are fresh."""
+        now, limit = self.clock(), self.config.watchdog_s
+        stale = [name for name, t in (("command", self.last_command), ("observation", self.last_observation))
+                 if now - t > limit]  # fmt: skip
+        if not stale:
+            return None
+        self._intervene("watchdog_hold", stale=stale)
+        return self._send(self.hold())
+
+    def _send(self, action: np.ndarray) -> np.ndarray:
+        self.previous = action.copy()
+        return action
+
+    def _intervene(self, kind: str, **payload: Any) -> None:
+        self.counts[kind] += 1
+        log.warning("safety %s: %s", kind, payload)
+        if self.on_event is not None:
+            self.on_event(kind, payload)
+
+
+class SafeRobot(Robot):
+    """A `Robot` behind a `SafetyFilter`, with a watchdog thread that holds the robot when inputs go stale."""
+
+    def __init__(
+        self, robot: Robot, config: SafetyConfig, on_event: Callable[[str, dict[str, Any]], None] | None = None
+    ):
+        self.robot, self.name = robot, robot.name
+        dim = sum(int(np.prod(shape)) for shape in robot.action_features.values())
+        self.filter = SafetyFilter(config, dim, on_event=on_event)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
+
+    @property
+    def observation_features(self) -> dict[str, tuple[int, ...]]:
+        return self.robot.observation_features
+
+    @property
+    def action_features(self) -> dict[str, tuple[int, ...]]:
+        return self.robot.action_features
+
+    @property
+    def is_connected(self) -> bool:
+        return self.robot.is_connected
+
+    def connect(self) -> None:
+        self.robot.connect()
+        self.get_observation()
+        self._stop.clear()
+        self._watchdog = threading.Thread(target=self._watch, name=f"{self.name}-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def disconnect(self) -> None:
+        self._stop.set()
+        if self._watchdog is not None:
+            self._watchdog.join(timeout=2.0)
+        self.robot.disconnect()
+
+    def get_observation(self) -> dict[str, np.ndarray]:
+        with self._lock:
+            observation = self.robot.get_observation()
+            self.filter.observe(observation)
+        return observation
+
+    def send_action(self, action: np.ndarray) -> np.ndarray:
+        if not self.robot.is_connected:
+            raise RobotError(f"{self.name}: not connected")
+        with self._lock:
+            return self.robot.send_action(self.filter.filter(action))
+
+    def home(self) -> dict[str, np.ndarray]:
+        with self._lock:
+            observation = self.robot.home()
+            self.filter.observe(observation)
+        return observation
+
+    def estop(self, who: str, reason: str = "") -> None:
+        with self._lock:
+            self.filter.estop(who, reason)
+            self.robot.send_action(self.filter.hold())
+
+    def clear_estop(self, who: str) -> None:
+        with self._lock:
+            self.filter.clear_estop(who)
+
+    def _watch(self) -> None:
+        period = self.filter.config.watchdog_s / 4
+        while not self._stop.wait(period):
+            with self._lock:
+                hold = self.filter.watchdog()
+                if hold is not None and self.robot.is_connected:
+                    self.robot.send_action(hold)
