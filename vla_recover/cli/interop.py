@@ -32,12 +32,12 @@ def _store_errors() -> Iterator[None]:
 
 @export_app.callback()
 def export_group() -> None:
-    """Write the episodes of a store in another format (LeRobot)."""
+    """Write the episodes of a store in another format (LeRobot, rosbag2)."""
 
 
 @import_app.callback()
 def import_group() -> None:
-    """Append episodes from another format (LeRobot) to a store."""
+    """Append episodes from another format (LeRobot, rosbag2) to a store."""
 
 
 @export_app.command("lerobot")
@@ -121,3 +121,54 @@ def import_lerobot_command(
     if report.skipped:
         table.add_row("skipped", ", ".join(report.skipped))
     console.print(table)
+
+
+@export_app.command("rosbag")
+def export_rosbag_command(
+    store: Annotated[Path, typer.Option(help="the store holding the episode")],
+    episode: Annotated[int, typer.Option(help="episode id", min=0)],
+    out: Annotated[Path, typer.Option(help="the rosbag2 directory to write (must not exist)")],
+    storage: Annotated[str, typer.Option(help="sqlite3 or mcap")] = "sqlite3",
+) -> None:
+    """Write one episode as a rosbag2 recording: a topic per data key, provenance and metadata as JSON."""
+    from vla_recover.data import EpisodeStore
+    from vla_recover.data.rosbag import export_episode_bag
+
+    with user_errors(), _store_errors():
+        if storage not in ("sqlite3", "mcap"):
+            raise ValueError(f"storage: {storage!r} is not sqlite3 or mcap")
+        if not store.is_dir():
+            raise FileNotFoundError(f"{store}: no such store")
+        with EpisodeStore(store) as opened:
+            if not 0 <= episode < len(opened):
+                raise ValueError(f"episode: {episode} is not in {store} (ids 0..{len(opened) - 1})")
+            export_episode_bag(opened, episode, out, storage=storage)  # type: ignore[arg-type]
+    console.print(f"wrote {out}")
+
+
+@import_app.command("rosbag")
+def import_rosbag_command(
+    bag: Annotated[Path, typer.Argument(help="a rosbag2 directory (holds metadata.yaml)")],
+    out: Annotated[Path, typer.Option(help="the store to append to (created if missing)")],
+    task: Annotated[str | None, typer.Option(help="the task (for a robot's own recording)")] = None,
+    topic: Annotated[
+        list[str] | None, typer.Option(help="KEY=TOPIC for a robot's recording, e.g. obs.state=/joint_states")
+    ] = None,
+    instruction: Annotated[str, typer.Option(help="the instruction (for a robot's own recording)")] = "",
+) -> None:
+    """Append a bag as one episode: a vla_recover export as it was, or a robot recording through --topic maps."""
+    from vla_recover.data import EpisodeStore
+    from vla_recover.data.rosbag import read_bag
+
+    with user_errors(), _store_errors():
+        topics = None
+        if topic:
+            pairs = [item.split("=", 1) for item in topic]
+            bad = [item for item, pair in zip(topic, pairs, strict=True) if len(pair) != 2 or not all(pair)]
+            if bad:
+                raise ValueError(f"topic: {bad[0]!r} is not KEY=TOPIC")
+            topics = {key: name for key, name in pairs}
+        data = read_bag(bag, task=task, topics=topics, instruction=instruction)
+        with EpisodeStore(out, mode="a") as store:
+            (episode_id,) = store.append_episodes([data])
+    console.print(f"episode {episode_id} ({data.length} steps) appended to {out}")
