@@ -48,3 +48,10 @@ def test_fleet_presets_validate(path: Path) -> None:
 
     config = validate_config(FleetConfig, load_yaml(path), source=str(path))
     load_task_config(config.task, config.task_config or None)
+
+
+@pytest.mark.parametrize("path", sorted((CONFIGS / "ros2").glob("*.yaml")), ids=lambda p: p.name)
+def test_ros2_presets_validate(path: Path) -> None:
+    from vla_recover.ros2.node import load_node_config
+
+    load_node_config(path)

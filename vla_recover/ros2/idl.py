@@ -8,9 +8,19 @@ No ``from __future__ import annotations`` here: Cyclone DDS resolves the field a
 """
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cyclonedds.idl import IdlStruct
-from cyclonedds.idl.types import float64, int8, int32, sequence, uint8, uint32
+
+if TYPE_CHECKING:  # what the wire types hold, for the type checker
+    from builtins import float as float64
+    from builtins import int as int8
+    from builtins import int as int32
+    from builtins import int as uint8
+    from builtins import int as uint32
+    from builtins import list as sequence
+else:
+    from cyclonedds.idl.types import float64, int8, int32, sequence, uint8, uint32
 
 __all__ = [
     "Bool", "DiagnosticArray", "DiagnosticStatus", "Duration", "Float64MultiArray", "Header", "Image", "JointState",

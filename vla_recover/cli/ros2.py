@@ -1,0 +1,52 @@
+"""`vla-recover ros2 serve`: a promoted policy as a ROS 2 node (over DDS with the ROS 2 wire conventions)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vla_recover.cli.common import console, user_errors
+
+__all__ = ["ros2_app"]
+
+ros2_app = typer.Typer(help="Run a policy on a robot over ROS 2.", no_args_is_help=True)
+
+
+@ros2_app.command("serve")
+def serve(
+    policy: Annotated[Path, typer.Option(help="policy checkpoint directory")],
+    config: Annotated[Path, typer.Option(help="node YAML (configs/ros2/*.yaml)")],
+    domain_id: Annotated[int, typer.Option(help="ROS_DOMAIN_ID", min=0, max=232)] = 0,
+    dds_config: Annotated[Path | None, typer.Option(help="Cyclone DDS XML (e.g. loopback only)")] = None,
+    seconds: Annotated[float | None, typer.Option(help="stop after this long (default: until Ctrl-C)")] = None,
+) -> None:
+    """Subscribe joint states, cameras, instruction and e-stop; publish commands and diagnostics."""
+    from vla_recover.fleet.inference import PolicyChunks
+    from vla_recover.ros2.node import PolicyNode, load_node_config
+    from vla_recover.ros2.transport import DdsTransport
+
+    with user_errors():
+        node_config = load_node_config(config)
+        if not (policy / "config.json").is_file():
+            raise FileNotFoundError(f"policy: {policy} is not a policy checkpoint (no config.json)")
+        source = PolicyChunks(policy)
+        state_dim = source.policy.shapes.get(source.policy.config.state_key or "", (len(node_config.joint_names),))[0]
+        if state_dim != len(node_config.joint_names) or source.policy.action_dim != len(node_config.joint_names):
+            raise ValueError(
+                f"joint_names: {len(node_config.joint_names)} joints, but the policy reads a state of {state_dim} "
+                f"and writes actions of {source.policy.action_dim}"
+            )
+        node = PolicyNode(node_config, source, DdsTransport(domain_id, dds_config))
+        node.start()
+    console.print(f"policy node up: {node_config.joint_states_topic} → {node_config.command_topic} (Ctrl-C stops)")
+    try:
+        end = time.monotonic() + seconds if seconds is not None else float("inf")
+        while time.monotonic() < end:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.stop()
