@@ -36,9 +36,13 @@ def _fake_arm(config: str, seconds: float) -> None:
 
     transport.subscribe("/joint_trajectory", idl.JointTrajectory, on_command)
     publish = transport.publisher("/joint_states", idl.JointState, profile="sensor_data")
+    publish_image = transport.publisher("/camera/front", idl.Image, profile="sensor_data")
+    frame = np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        publish(idl.JointState(idl.Header(idl.Time.from_ns(time.time_ns()), ""), JOINTS, list(position), [], []))
+        header = idl.Header(idl.Time.from_ns(time.time_ns()), "")
+        publish(idl.JointState(header, JOINTS, list(position), [], []))
+        publish_image(idl.Image(header, 4, 6, "rgb8", 0, 18, frame.reshape(-1).tolist()))
         time.sleep(1 / 30)
     time.sleep(1.0)
     transport.close()
@@ -65,6 +69,7 @@ def wait_for(condition: Any, seconds: float) -> bool:
 def test_the_node_drives_a_fake_arm_and_stays_safe(policy_dir: Path) -> None:
     config = validate_config(NodeConfig, {
         "joint_names": JOINTS, "control_hz": 30, "diagnostics_period_s": 0.5,
+        "camera_topics": {"obs.images.front": "/camera/front"},
         "safety": {"command": "joint_position", "low": [-0.5] * 3, "high": [0.5] * 3, "max_velocity": 2.0,
                    "max_relative_target": 0.2, "watchdog_s": WATCHDOG_S},
     })  # fmt: skip
@@ -91,6 +96,8 @@ def test_the_node_drives_a_fake_arm_and_stays_safe(policy_dir: Path) -> None:
     arm.start()
     try:
         assert wait_for(lambda: len(commands) >= 20, 10), f"{len(commands)} commands"
+        assert wait_for(lambda: "images.front" in node.images, 3)  # the camera stream arrives decoded
+        np.testing.assert_array_equal(node.images["images.front"], np.arange(72, dtype=np.uint8).reshape(4, 6, 3))
         for _, message in commands:  # every point of every trajectory inside the joint limits
             positions = np.array([p.positions for p in message.points])
             assert np.all(np.abs(positions) <= 0.5 + 1e-9) and list(message.joint_names) == JOINTS
@@ -132,6 +139,7 @@ def test_the_node_drives_a_fake_arm_and_stays_safe(policy_dir: Path) -> None:
             arm.kill()
     values = {kv.key: kv.value for kv in diagnostics[-1].status[0].values}
     assert float(values["inference_p50_ms"]) > 0 and int(values["rejected_joint_state"]) >= 3
+    assert float(values["obs_to_command_p50_ms"]) > 0
     assert int(values["estop"]) == 1 and int(values["estop_cleared"]) == 1
 
 

@@ -77,7 +77,10 @@ class PolicyNode:
         self.window: deque[dict[str, np.ndarray]] = deque(maxlen=source.obs_horizon)
         self.last_state_time = -np.inf
         self.chunk: deque[tuple[float, np.ndarray]] = deque()  # (meant-for time, action)
-        self.latencies: deque[float] = deque(maxlen=500)
+        self.latencies: deque[float] = deque(maxlen=500)  # inference seconds
+        self.obs_to_command: deque[float] = deque(maxlen=500)  # seconds from a joint state's stamp to its first command
+        self.last_state_stamp_ns = 0
+        self._fresh_chunk_stamp_ns: int | None = None
         self.sent: deque[float] = deque(maxlen=200)  # times commands went out, for the rate
         self.received: deque[float] = deque(maxlen=200)
         self._lock = threading.Lock()
@@ -141,6 +144,7 @@ class PolicyNode:
                 self.window.extend([observation] * (self.window.maxlen or 1))
             self.window.append(observation)
             self.last_state_time = now
+            self.last_state_stamp_ns = message.header.stamp.to_ns() or time.time_ns()
             self.received.append(now)
             self.safety.observe({"state": positions})
         self._wake_inference.set()
@@ -191,6 +195,7 @@ class PolicyNode:
                 ready = bool(self.window) and not self.safety.estopped
                 needed = len(self.chunk) <= self.config.inference_lead_steps
                 window, instruction, observed_at = list(self.window), self.instruction, self.last_state_time
+                observed_stamp_ns = self.last_state_stamp_ns
             if not (ready and needed) or time.monotonic() - observed_at > self.config.safety.watchdog_s:
                 continue
             started = time.monotonic()
@@ -204,6 +209,7 @@ class PolicyNode:
             with self._lock:
                 if not self.safety.estopped:
                     self.chunk = deque(fresh)
+                    self._fresh_chunk_stamp_ns = observed_stamp_ns
                     self.counts["chunks"] += 1
 
     def _control_loop(self) -> None:
@@ -220,6 +226,9 @@ class PolicyNode:
                     if self.chunk and np.isfinite(self.last_state_time):
                         _, action = self.chunk.popleft()
                         command, rest = self.safety.filter(action), [a for _, a in self.chunk]
+                        if self._fresh_chunk_stamp_ns is not None:  # the first command planned from that observation
+                            self.obs_to_command.append((time.time_ns() - self._fresh_chunk_stamp_ns) / 1e9)
+                            self._fresh_chunk_stamp_ns = None
                     else:
                         command, rest = None, []
                 if len(self.chunk) <= self.config.inference_lead_steps:
@@ -260,7 +269,10 @@ class PolicyNode:
 
     def diagnostics(self) -> idl.DiagnosticArray:
         latencies = np.asarray(self.latencies) * 1e3
+        obs_to_command = np.asarray(self.obs_to_command) * 1e3
         values = {
+            "obs_to_command_p50_ms": f"{np.percentile(obs_to_command, 50):.1f}" if obs_to_command.size else "nan",
+            "obs_to_command_p99_ms": f"{np.percentile(obs_to_command, 99):.1f}" if obs_to_command.size else "nan",
             "command_rate_hz": f"{self._rate(self.sent):.1f}",
             "joint_state_rate_hz": f"{self._rate(self.received):.1f}",
             "inference_p50_ms": f"{np.percentile(latencies, 50):.1f}" if latencies.size else "nan",
