@@ -161,3 +161,24 @@ def test_serve_checks_the_policy_fits_the_joints_and_runs(policy_dir: Path, tmp_
     bad.write_text("joint_names: [a]\nsafety: {command: ee_delta}\n")
     result = runner.invoke(app, ["ros2", "serve", "--policy", str(policy_dir), "--config", str(bad)])
     assert result.exit_code == 2 and "safety.command" in result.output
+
+
+def test_a_ros2_arm_is_a_robot_over_the_graph() -> None:
+    from vla_recover.hardware.robot import RobotError
+    from vla_recover.hardware.ros2_arm import Ros2Arm
+
+    lonely = Ros2Arm(lambda: DdsTransport(config=LOOPBACK), JOINTS, joint_states_topic="/nobody", connect_timeout_s=0.3)
+    with pytest.raises(RobotError, match=r"no joint state on /nobody within 0\.3 s"):
+        lonely.connect()
+    arm_process = mp.get_context("spawn").Process(target=_fake_arm, args=(str(LOOPBACK), 4.0))
+    arm_process.start()
+    arm = Ros2Arm(lambda: DdsTransport(config=LOOPBACK), JOINTS, connect_timeout_s=10.0)
+    try:
+        with arm:
+            assert arm.observation_features == {"state": (3,)}
+            np.testing.assert_array_equal(arm.send_action(np.array([0.1, 0.2, 0.3])), [0.1, 0.2, 0.3])
+            assert wait_for(lambda: np.allclose(arm.get_observation()["state"], [0.1, 0.2, 0.3]), 3)
+            with pytest.raises(RobotError, match="3 finite numbers"):
+                arm.send_action(np.array([0.1, np.nan, 0.3]))
+    finally:
+        arm_process.join(10)
