@@ -87,3 +87,22 @@ def test_two_processes_on_loopback(tmp_path: Path) -> None:
         publisher.join(10)
         transport.close()
     assert received == sorted(received) and received[-1] - received[0] >= 19  # in order, a sustained stream
+
+
+def test_structs_cross_to_ros_message_classes_and_back() -> None:
+    """The rclpy transport's field-by-field copy, checked with the rosbags classes standing in for rclpy's."""
+    from vla_recover.ros2.rclpy_transport import from_ros, to_ros
+
+    types = typestore().types
+    messages = [
+        idl.JointTrajectory(idl.Header(idl.Time(1, 2), "base"), ["j1", "j2"],
+                            [idl.JointTrajectoryPoint([0.1, 0.2], [0.0, 0.0], [], [], idl.Duration(0, 33_000_000))]),
+        idl.JointState(idl.Header(idl.Time(3, 4), ""), ["a"], [0.5], [], []),
+        idl.DiagnosticArray(idl.Header(), [idl.DiagnosticStatus(2, "n", "m", "h", [idl.KeyValue("k", "v")])]),
+        idl.Image(idl.Header(), 1, 2, "rgb8", 0, 6, [1, 2, 3, 4, 5, 6]),
+        idl.Bool(True),
+    ]  # fmt: skip
+    for message in messages:  # the ROS classes take exactly the ROS field names, nested types included
+        ros = to_ros(message, resolve=types.__getitem__)
+        assert ros.__msgtype__ == idl.ros_type_name(type(message))
+        assert from_ros(ros, type(message)) == message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from pathlib import Path
 from typing import Annotated
@@ -22,6 +23,7 @@ def serve(
     domain_id: Annotated[int, typer.Option(help="ROS_DOMAIN_ID", min=0, max=232)] = 0,
     dds_config: Annotated[Path | None, typer.Option(help="Cyclone DDS XML (e.g. loopback only)")] = None,
     seconds: Annotated[float | None, typer.Option(help="stop after this long (default: until Ctrl-C)")] = None,
+    transport: Annotated[str, typer.Option(help="auto (rclpy when installed, else dds), rclpy or dds")] = "auto",
 ) -> None:
     """Subscribe joint states, cameras, instruction and e-stop; publish commands and diagnostics."""
     from vla_recover.fleet.inference import PolicyChunks
@@ -39,7 +41,14 @@ def serve(
                 f"joint_names: {len(node_config.joint_names)} joints, but the policy reads a state of {state_dim} "
                 f"and writes actions of {source.policy.action_dim}"
             )
-        node = PolicyNode(node_config, source, DdsTransport(domain_id, dds_config))
+        if transport not in ("auto", "rclpy", "dds"):
+            raise ValueError(f"transport: {transport!r} is not auto, rclpy or dds")
+        if transport == "rclpy" or (transport == "auto" and importlib.util.find_spec("rclpy") is not None):
+            from vla_recover.ros2.rclpy_transport import RclpyTransport
+
+            node = PolicyNode(node_config, source, RclpyTransport())
+        else:
+            node = PolicyNode(node_config, source, DdsTransport(domain_id, dds_config))
         node.start()
     console.print(f"policy node up: {node_config.joint_states_topic} → {node_config.command_topic} (Ctrl-C stops)")
     try:
