@@ -5,11 +5,13 @@ Subscribes joint states (``sensor_msgs/JointState``), cameras (``sensor_msgs/Ima
 clears it); publishes the command as ``trajectory_msgs/JointTrajectory`` (the rest of the chunk, ``time_from_start``
 per point) or ``std_msgs/Float64MultiArray`` (the position for now), and ``diagnostic_msgs/DiagnosticArray``.
 
-Chunks run asynchronously: an inference thread computes the next chunk from the newest observation while the
-control loop keeps executing the current one. A chunk is stamped with its observation's time, action i being meant
-for ``t_obs + i / control_hz``; when it arrives, the actions whose time has already passed are skipped, so the robot
-never snaps back to where it was when the observation was taken. Every command passes the safety filter (joint
-limits, reach, velocity, e-stop latch); when joint states stop for ``safety.watchdog_s`` the node commands a hold.
+Chunks run asynchronously: an inference thread computes the next chunk from a joint state that has just arrived
+while the control loop keeps executing the current one; the new chunk's first action goes out as soon as it is
+ready, and the control loop continues at its rate from there. A chunk is stamped with its observation's time,
+action i being meant for ``t_obs + i / control_hz``; when it arrives, the actions whose time has already passed are
+skipped, so the robot never snaps back to where it was when the observation was taken. Every command passes the
+safety filter (joint limits, reach, velocity, e-stop latch); when joint states stop for ``safety.watchdog_s`` the
+node commands a hold.
 Malformed messages (NaN, wrong length, unknown joints) are rejected with a logged reason and counted.
 """
 
@@ -85,6 +87,7 @@ class PolicyNode:
         self.received: deque[float] = deque(maxlen=200)
         self._lock = threading.Lock()
         self._wake_inference = threading.Event()
+        self._tick_now = threading.Event()  # a fresh chunk: tick now rather than at the next period
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._publish_command: Any = None
@@ -115,6 +118,7 @@ class PolicyNode:
     def stop(self) -> None:
         self._stop.set()
         self._wake_inference.set()
+        self._tick_now.set()
         for thread in self._threads:
             thread.join(timeout=5.0)
         self.transport.close()
@@ -196,7 +200,8 @@ class PolicyNode:
                 needed = len(self.chunk) <= self.config.inference_lead_steps
                 window, instruction, observed_at = list(self.window), self.instruction, self.last_state_time
                 observed_stamp_ns = self.last_state_stamp_ns
-            if not (ready and needed) or time.monotonic() - observed_at > self.config.safety.watchdog_s:
+            # plan from a joint state that just arrived (the next one wakes this loop), not one a period old
+            if not (ready and needed) or time.monotonic() - observed_at > self.dt / 4:
                 continue
             started = time.monotonic()
             chunk = np.asarray(self.source.predict([deque(window)], [instruction])[0], dtype=np.float64)
@@ -211,11 +216,17 @@ class PolicyNode:
                     self.chunk = deque(fresh)
                     self._fresh_chunk_stamp_ns = observed_stamp_ns
                     self.counts["chunks"] += 1
+            self._tick_now.set()  # its first action goes out now; the control loop re-phases to it
 
     def _control_loop(self) -> None:
         next_tick, next_diagnostics = time.monotonic(), time.monotonic() + self.config.diagnostics_period_s
         while not self._stop.is_set():
+            early = self._tick_now.wait(max(0.0, next_tick - time.monotonic()))
+            self._tick_now.clear()
+            if self._stop.is_set():
+                break
             now = time.monotonic()
+            next_tick = (now if early else next_tick) + self.dt
             with self._lock:
                 if now - self.last_state_time > self.config.safety.watchdog_s and np.isfinite(self.last_state_time):
                     command, rest = self.safety.watchdog(), []
@@ -238,8 +249,6 @@ class PolicyNode:
             if now >= next_diagnostics:
                 self._publish_diagnostics(self.diagnostics())
                 next_diagnostics = now + self.config.diagnostics_period_s
-            next_tick += self.dt
-            self._stop.wait(max(0.0, next_tick - time.monotonic()))
 
     # -- outputs ----------------------------------------------------------------------------------------------------
     def _send(self, command: np.ndarray, rest: list[np.ndarray]) -> None:
