@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import importlib
 import os
-import pkgutil
 import select
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -288,19 +286,14 @@ class LeaderArmDevice(TeleopDevice):
 
     @classmethod
     def from_lerobot(cls, kind: str, port: str, scale: float = 1.0, connect: bool = True) -> LeaderArmDevice:
+        from vla_recover.hardware.lerobot_robot import lerobot_config_class
+
         try:
-            import lerobot.teleoperators as package
             from lerobot.teleoperators.config import TeleoperatorConfig
             from lerobot.teleoperators.utils import make_teleoperator_from_config
         except ImportError as exc:
             raise DeviceDisconnected("leader arm: needs LeRobot (bash scripts/install_lerobot_venv.sh)") from exc
-        for module in pkgutil.iter_modules(package.__path__):  # each teleoperator registers its config on import
-            with contextlib.suppress(ImportError):
-                importlib.import_module(f"{package.__name__}.{module.name}")
-        try:
-            config_cls = TeleoperatorConfig.get_choice_class(kind)
-        except Exception as exc:
-            raise ValueError(f"leader arm kind: LeRobot has no teleoperator {kind!r}") from exc
+        config_cls = lerobot_config_class("lerobot.teleoperators", TeleoperatorConfig, kind, "teleoperator")
         try:
             teleoperator = make_teleoperator_from_config(config_cls(port=port))
         except ImportError as exc:  # the arm's motor SDK (feetech, dynamixel) is a LeRobot extra

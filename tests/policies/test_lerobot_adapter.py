@@ -40,13 +40,14 @@ def test_missing_lerobot_says_how_to_get_it() -> None:
 
 
 @pytest.mark.lerobot
-def test_contract_adapter_and_leader_arm_pass_inside_the_lerobot_venv() -> None:
+def test_contract_adapter_leader_arm_and_robot_pass_inside_the_lerobot_venv() -> None:
     if not LEROBOT_PYTHON.exists():
         pytest.skip("no .venv-lerobot (bash scripts/install_lerobot_venv.sh)")
     files = [
         "tests/policies/test_policies.py",
         "tests/policies/test_lerobot_adapter.py",
         "tests/teleop/test_leader_arm.py",
+        "tests/hardware/test_lerobot_robot.py",
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLA_RECOVER_INSIDE_LEROBOT": "1"}
     selection = ["-k", "lerobot_diffusion or inside_lerobot", "-m", "not lerobot"]
@@ -60,7 +61,8 @@ def test_contract_adapter_and_leader_arm_pass_inside_the_lerobot_venv() -> None:
     )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     passed = re.search(r"(\d+) passed", run.stdout)
-    assert passed and int(passed.group(1)) >= 11, run.stdout[-2000:]  # 6 contract + 4 below + the leader arm
+    # 6 contract + 4 below + the leader arm + the follower robot
+    assert passed and int(passed.group(1)) >= 12, run.stdout[-2000:]
 
 
 # -- the rest runs only inside .venv-lerobot, driven by the test above ----------------------------------------------
