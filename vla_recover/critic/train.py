@@ -113,17 +113,20 @@ def build_critic(episodes: list[CriticEpisode], config: CriticConfig) -> Progres
 
 
 def train_critic(
-    store_path: str | Path,
+    store_path: str | Path | list[str | Path],
     out: str | Path,
     config: CriticTrainConfig | None = None,
     on_step: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
-    """Train on ``store_path``, save the critic in ``out`` with metrics.json and plots; returns the metrics."""
+    """Train on ``store_path`` (or several stores), save the critic in ``out`` with metrics.json and plots; returns
+    the metrics. Episode ids in the metrics are per store, in the order given."""
     config = config or CriticTrainConfig()
     torch.manual_seed(config.seed)
     keys = tuple(k for k in (config.critic.state_key, config.critic.image_key) if k)
-    with EpisodeStore(store_path) as store:
-        episodes = load_episodes(store, keys, config.task)
+    episodes = []
+    for path in store_path if isinstance(store_path, list) else [store_path]:
+        with EpisodeStore(path) as store:
+            episodes += load_episodes(store, keys, config.task)
     if not episodes:
         raise ValueError(f"{store_path}: no episodes" + (f" of task {config.task!r}" if config.task else ""))
     for episode in episodes:  # NaN inputs are an error before any training, naming the episode
