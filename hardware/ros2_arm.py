@@ -7,7 +7,6 @@ It joins the fleet as a hardware slot or sits behind `SafeRobot` like any arm. T
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -56,12 +55,12 @@ class Ros2Arm(Robot):
 
     def connect(self) -> None:
         from vla_recover.ros2 import idl
+        from vla_recover.ros2.commands import command_struct
 
         if self._transport is not None:
             return
         self._transport = self.make_transport()
-        struct = idl.JointTrajectory if self.command_type == "joint_trajectory" else idl.Float64MultiArray
-        self._publish = self._transport.publisher(self.command_topic, struct)
+        self._publish = self._transport.publisher(self.command_topic, command_struct(self.command_type))
         self._transport.subscribe(self.joint_states_topic, idl.JointState, self._on_joint_state, profile="sensor_data")
         if not self._fresh.wait(self.connect_timeout_s):
             self.disconnect()
@@ -93,7 +92,7 @@ class Ros2Arm(Robot):
             return {"state": self._position.astype(np.float32)}
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
-        from vla_recover.ros2 import idl
+        from vla_recover.ros2.commands import joint_command
 
         if self._transport is None:
             raise RobotError(f"{self.name}: not connected")
@@ -102,15 +101,7 @@ class Ros2Arm(Robot):
             raise RobotError(
                 f"{self.name}: action must be {len(self.joint_names)} finite numbers, got {action.tolist()}"
             )
-        values = [float(v) for v in action]
-        if self.command_type == "float64_multi_array":
-            dim = idl.MultiArrayDimension("joints", len(values), len(values))
-            self._publish(idl.Float64MultiArray(idl.MultiArrayLayout([dim], 0), values))
-        else:
-            offset = round(self.dt * 1e9)
-            point = idl.JointTrajectoryPoint(values, [], [], [], idl.Duration(offset // 10**9, offset % 10**9))
-            header = idl.Header(idl.Time.from_ns(time.time_ns()), "")
-            self._publish(idl.JointTrajectory(header, list(self.joint_names), [point]))
+        self._publish(joint_command([action], self.joint_names, self.dt, self.command_type))
         return action
 
     def home(self) -> dict[str, np.ndarray]:

@@ -124,15 +124,10 @@ class SafetyFilter:
     # -- outputs ----------------------------------------------------------------------------------------------------
     def hold(self) -> np.ndarray:
         """Stay where the robot is (the present joints, or a zero delta with the grip kept), within every limit."""
-        if self.config.command == "joint_position":
-            base = self.present if self.present is not None else self.previous
-            rest = np.clip(np.zeros(self.dim) if base is None else base, self.low, self.high)
-        else:
-            rest = np.zeros(self.dim)
-            grip = self.config.gripper_index
-            if grip is not None and self.previous is not None:
-                rest[grip] = self.previous[grip]
-        return self._clip(rest)
+        rest = self._at_rest()
+        if rest is None:  # joints never observed: stay at the last command, or the nearest in-limits zero
+            rest = self.previous if self.previous is not None else np.zeros(self.dim)
+        return self._clip(np.clip(rest, self.low, self.high))
 
     def filter(self, command: Any) -> np.ndarray:
         """The safe command for ``command`` (whatever it is); records it as sent."""
@@ -187,10 +182,25 @@ class SafetyFilter:
         return bounds
 
     def _at_rest(self) -> np.ndarray | None:
-        """The command that keeps the robot where it is: the present joints, or a zero delta."""
+        """The command that keeps the robot where it is: the present joints (None before any observation), or a
+        zero delta with the grip kept."""
         if self.config.command == "joint_position":
             return self.present
-        return np.zeros(self.dim)
+        rest = np.zeros(self.dim)
+        grip = self.config.gripper_index
+        if grip is not None and self.previous is not None:
+            rest[grip] = self.previous[grip]
+        return rest
+
+    def bound_following(self, first: np.ndarray, following: list[np.ndarray]) -> list[np.ndarray]:
+        """The points after ``first`` in a planned trajectory, each inside the absolute limits and one velocity
+        step from the point before. Nothing is recorded as sent: only ``first`` went through `filter`."""
+        step = (self.config.max_velocity or np.inf) * self.dt
+        points, previous = [], first
+        for action in following:
+            previous = np.clip(np.clip(action, previous - step, previous + step), self.low, self.high)
+            points.append(previous)
+        return points
 
     def watchdog(self) -> np.ndarray | None:
         """The hold when the command or the observation went stale; None while both are fresh."""

@@ -53,6 +53,10 @@ class Duration(IdlStruct, typename="builtin_interfaces::msg::dds_::Duration_"):
     sec: int32 = 0
     nanosec: uint32 = 0
 
+    @classmethod
+    def from_ns(cls, nanoseconds: int) -> "Duration":
+        return cls(nanoseconds // 10**9, nanoseconds % 10**9)
+
 
 @dataclass
 class Header(IdlStruct, typename="std_msgs::msg::dds_::Header_"):

@@ -22,7 +22,7 @@ import threading
 import time
 from collections import Counter, deque
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -30,6 +30,7 @@ from pydantic import Field, model_validator
 from vla_recover.config import FrozenConfig
 from vla_recover.hardware.safety import SafetyConfig, SafetyFilter
 from vla_recover.ros2 import idl
+from vla_recover.ros2.commands import CommandType, command_struct, joint_command
 from vla_recover.ros2.transport import Profile, Transport
 
 __all__ = ["NodeConfig", "PolicyNode", "load_node_config"]
@@ -46,7 +47,7 @@ class NodeConfig(FrozenConfig):
     estop_topic: str = "/estop"
     estop_reset_topic: str = "/estop_reset"
     command_topic: str = "/joint_trajectory"
-    command_type: Literal["joint_trajectory", "float64_multi_array"] = "joint_trajectory"
+    command_type: CommandType = "joint_trajectory"
     diagnostics_topic: str = "/diagnostics"
     control_hz: float = Field(30.0, gt=0.0, le=1000.0)
     diagnostics_period_s: float = Field(1.0, gt=0.0)
@@ -101,8 +102,7 @@ class PolicyNode:
         if missing:
             raise ValueError(f"camera_topics: the policy reads obs.{missing[0]}; map it to an Image topic")
         t, c = self.transport, self.config
-        command_struct = idl.JointTrajectory if c.command_type == "joint_trajectory" else idl.Float64MultiArray
-        self._publish_command = t.publisher(c.command_topic, command_struct)
+        self._publish_command = t.publisher(c.command_topic, command_struct(c.command_type))
         self._publish_diagnostics = t.publisher(c.diagnostics_topic, idl.DiagnosticArray)
         t.subscribe(c.joint_states_topic, idl.JointState, self._on_joint_state, profile=c.sensor_qos)
         for key, topic in c.camera_topics.items():
@@ -252,22 +252,8 @@ class PolicyNode:
 
     # -- outputs ----------------------------------------------------------------------------------------------------
     def _send(self, command: np.ndarray, rest: list[np.ndarray]) -> None:
-        stamp = idl.Header(idl.Time.from_ns(time.time_ns()), "")
-        if self.config.command_type == "float64_multi_array":
-            layout = idl.MultiArrayLayout([idl.MultiArrayDimension("joints", len(command), len(command))], 0)
-            message: Any = idl.Float64MultiArray(layout, [float(v) for v in command])
-        else:
-            points, previous = [], command
-            low, high = self.safety.low, self.safety.high
-            step = (self.config.safety.max_velocity or np.inf) * self.dt
-            for i, action in enumerate([command, *rest]):
-                point = action if i == 0 else np.clip(np.clip(action, previous - step, previous + step), low, high)
-                previous = point
-                offset = round((i + 1) * self.dt * 1e9)
-                points.append(idl.JointTrajectoryPoint([float(v) for v in point], [], [], [],
-                                                       idl.Duration(offset // 10**9, offset % 10**9)))  # fmt: skip
-            message = idl.JointTrajectory(stamp, list(self.config.joint_names), points)
-        self._publish_command(message)
+        points = [command, *self.safety.bound_following(command, rest)]
+        self._publish_command(joint_command(points, self.config.joint_names, self.dt, self.config.command_type))
         self.sent.append(time.monotonic())
 
     @staticmethod
