@@ -18,7 +18,7 @@ import numpy as np
 
 from vla_recover.data.schema import ACTORS, EpisodeData
 from vla_recover.data.store import EpisodeStore
-from vla_recover.ros2.messages import decode, from_message, to_message
+from vla_recover.ros2.messages import decode, from_message, to_message, typestore
 
 __all__ = ["export_episode_bag", "read_bag"]
 
@@ -57,7 +57,7 @@ def export_episode_bag(
         def write(topic: str, value: Any, stamp: int) -> None:
             kind, raw = to_message(value, stamp)
             if topic not in connections:
-                connections[topic] = writer.add_connection(topic, kind, typestore=_typestore())
+                connections[topic] = writer.add_connection(topic, kind, typestore=typestore())
             writer.write(connections[topic], stamp, raw)
 
         write(EPISODE_TOPIC, json.dumps(meta), stamps[0])
@@ -74,12 +74,6 @@ def export_episode_bag(
             }
             write(PROVENANCE_TOPIC, json.dumps(provenance), stamp)
     return out
-
-
-def _typestore() -> Any:
-    from vla_recover.ros2.messages import typestore
-
-    return typestore()
 
 
 def _messages(bag: Path) -> dict[str, list[tuple[int, Any]]]:
