@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from vla_recover.config import validate_config
-from vla_recover.critic.data import CriticEpisode, load_episodes, spearman
+from vla_recover.critic.data import CriticEpisode, length_bin_edges, load_episodes, spearman
 from vla_recover.critic.label import critic_segments
 from vla_recover.critic.metrics import GROUND_TRUTH_SEGMENTER, LengthBaseline, per_kind_f1, step_labels
 from vla_recover.critic.model import ProgressCritic
@@ -140,8 +140,7 @@ def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: Lengt
     }
     # length control: the same scores within episode-length bins
     lengths = np.array([e.length for e in episodes])
-    edges = np.unique(np.quantile(lengths, [1 / 3, 2 / 3]))
-    bins = np.searchsorted(edges, lengths, side="right")
+    bins = np.searchsorted(length_bin_edges(lengths, 3), lengths, side="right")
     result["by_length_bin"] = []
     for b in np.unique(bins):
         members = np.flatnonzero(bins == b)

@@ -13,7 +13,7 @@ import numpy as np
 
 from vla_recover.data import EpisodeStore
 
-__all__ = ["CriticEpisode", "load_episodes", "spearman"]
+__all__ = ["CriticEpisode", "length_bin_edges", "load_episodes", "non_finite_step", "spearman"]
 
 
 @dataclass
@@ -76,6 +76,22 @@ def load_episodes(store: EpisodeStore, keys: tuple[str, ...], task: str | None =
             )
         )
     return episodes
+
+
+def length_bin_edges(lengths: np.ndarray, bins: int) -> np.ndarray:
+    """Quantile edges that cut these episode lengths into ``bins`` bins; ``searchsorted(edges, n, "right")`` is n's
+    bin."""
+    if bins <= 1:
+        return np.array([])
+    return np.unique(np.quantile(np.asarray(lengths), np.linspace(0, 1, bins + 1)[1:-1]))
+
+
+def non_finite_step(values: np.ndarray) -> int | None:
+    """The first step (row) holding NaN or Inf, or None; integer arrays have none."""
+    if not np.issubdtype(values.dtype, np.floating):
+        return None
+    bad = np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1))
+    return int(bad[0]) if bad.size else None
 
 
 def _ranks(values: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from vla_recover.critic.data import length_bin_edges
 from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig
 
 __all__ = ["GROUND_TRUTH_SEGMENTER", "LengthBaseline", "per_kind_f1", "step_labels"]
@@ -64,17 +65,17 @@ class LengthBaseline:
     @classmethod
     def fit(cls, lengths: Sequence[int], labels: Sequence[np.ndarray], bins: int = 4) -> LengthBaseline:
         lengths_array = np.asarray(lengths)
-        edges = np.unique(np.quantile(lengths_array, np.linspace(0, 1, bins + 1)[1:-1])) if bins > 1 else np.array([])
-        counts = np.zeros((edges.size + 1, cls.POSITIONS, len(CRITIC_KINDS)))
+        baseline = cls(length_bin_edges(lengths_array, bins), np.empty(0, dtype=np.int8))
+        counts = np.zeros((baseline.edges.size + 1, cls.POSITIONS, len(CRITIC_KINDS)))
         for length, label in zip(lengths_array, labels, strict=True):
-            b = int(np.searchsorted(edges, length, side="right"))
+            b = baseline.bin_of(int(length))
             positions = cls._positions(int(length))
             for position, kind in zip(positions, label, strict=True):
                 if kind != _UNSCORED:
                     counts[b, position, kind] += 1
         fallback = counts.sum(axis=(0, 1)).argmax()
-        table = np.where(counts.sum(-1) > 0, counts.argmax(-1), fallback).astype(np.int8)
-        return cls(edges, table)
+        baseline.table = np.where(counts.sum(-1) > 0, counts.argmax(-1), fallback).astype(np.int8)
+        return baseline
 
     @classmethod
     def _positions(cls, length: int) -> np.ndarray:

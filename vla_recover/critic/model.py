@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from vla_recover.config import FrozenConfig, validate_config
+from vla_recover.critic.data import non_finite_step
 from vla_recover.policies.common.checkpoint import load_weights, save_weights
 from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder, SentenceEmbedder
 from vla_recover.policies.common.normalizer import Normalizer
@@ -96,9 +97,10 @@ class ProgressCritic:
         return tuple(k for k in (self.config.state_key, self.config.image_key) if k)
 
     def tensors(
-        self, steps: dict[str, np.ndarray], instruction: str, where: str = "episode"
+        self, steps: dict[str, np.ndarray], instruction: str, where: str = "episode", check_finite: bool = True
     ) -> dict[str, torch.Tensor]:
-        """The net's inputs for ``steps`` (arrays with one row per step); NaN or a wrong shape is a clear error."""
+        """The net's inputs for ``steps`` (arrays with one row per step); NaN or a wrong shape is a clear error
+        (``check_finite=False`` for data already checked, as training batches are)."""
         batch: dict[str, torch.Tensor] = {}
         length = None
         for key in self.input_keys:
@@ -107,10 +109,9 @@ class ProgressCritic:
             values = np.asarray(steps[key])
             if values.shape[1:] != tuple(self.shapes[key]):
                 raise ValueError(f"{where}: {key} has shape {values.shape[1:]}, the critic expects {self.shapes[key]}")
-            if np.issubdtype(values.dtype, np.floating):
-                bad = np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1))
-                if bad.size:
-                    raise ValueError(f"{where}: {key} is NaN or Inf at step {int(bad[0])}")
+            bad = non_finite_step(values) if check_finite else None
+            if bad is not None:
+                raise ValueError(f"{where}: {key} is NaN or Inf at step {bad}")
             batch[key] = torch.as_tensor(values if key == self.config.image_key else values.astype(np.float32))
             length = len(values)
         if self.config.use_language:

@@ -20,7 +20,7 @@ from pydantic import Field
 from torch.nn import functional as F
 
 from vla_recover.config import FrozenConfig
-from vla_recover.critic.data import CriticEpisode, load_episodes, spearman
+from vla_recover.critic.data import CriticEpisode, length_bin_edges, load_episodes, non_finite_step, spearman
 from vla_recover.critic.model import CriticConfig, ProgressCritic, ProgressNet
 from vla_recover.data import EpisodeStore
 from vla_recover.policies.common.encoders import SentenceEmbedder
@@ -63,8 +63,7 @@ def split_episodes(episodes: list[CriticEpisode], fraction: float, seed: int) ->
 
 def length_bins(lengths: np.ndarray, bins: int) -> np.ndarray:
     """Each episode's length bin (quantile edges over these lengths)."""
-    edges = np.unique(np.quantile(lengths, np.linspace(0, 1, bins + 1)[1:-1])) if bins > 1 else np.array([])
-    return np.searchsorted(edges, lengths, side="right")
+    return np.searchsorted(length_bin_edges(lengths, bins), lengths, side="right")
 
 
 class _PairSampler:
@@ -93,7 +92,7 @@ class _PairSampler:
 
 def _batch(critic: ProgressCritic, picks: list[tuple[CriticEpisode, int]]) -> dict[str, torch.Tensor]:
     steps = {key: np.stack([episode.inputs[key][t] for episode, t in picks]) for key in critic.input_keys}
-    batch = critic.tensors(steps, picks[0][0].instruction, where="training batch")
+    batch = critic.tensors(steps, picks[0][0].instruction, check_finite=False)  # checked once, before training
     if critic.config.use_language:  # each step with its own episode's instruction
         embeddings = critic.embedder.embed([episode.instruction for episode, _ in picks])
         batch["instruction_embedding"] = torch.as_tensor(embeddings, dtype=torch.float32)
@@ -131,9 +130,8 @@ def train_critic(
         raise ValueError(f"{store_path}: no episodes" + (f" of task {config.task!r}" if config.task else ""))
     for episode in episodes:  # NaN inputs are an error before any training, naming the episode
         for key in keys:
-            values = episode.inputs[key]
-            if np.issubdtype(values.dtype, np.floating) and not np.isfinite(values).all():
-                step = int(np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1))[0])
+            step = non_finite_step(episode.inputs[key])
+            if step is not None:
                 raise ValueError(f"episode {episode.id}: {key} is NaN or Inf at step {step}")
     train, held_out = split_episodes(episodes, config.held_out_fraction, config.seed)
     critic = build_critic(train, config.critic)
