@@ -78,17 +78,22 @@ def test_simulated_operators_take_over_rewind_and_hand_back(tmp_path: Path) -> N
         assert {"takeover_requested", "takeover_granted", "rewind", "takeover_released", "reset"} <= events
 
 
-def test_sigkill_of_a_worker_mid_episode_loses_nothing_else(tmp_path: Path) -> None:
-    fleet = build_fleet(fleet_config(tmp_path, episodes=3, task_config={"horizon": 30}))
+def run_killing_one_worker(fleet: FleetManager, robot: str, after_steps: int) -> None:
+    """Run the fleet to the end, killing ``robot``'s worker once it has taken ``after_steps`` steps; the very next
+    tick must see the fault and start a reset."""
     fleet.start()
     try:
-        tick_until(fleet, lambda: len(fleet.slots["sim00"].branch_rows) == 12)
-        fleet.slots["sim00"].worker.kill()
+        tick_until(fleet, lambda: len(fleet.slots[robot].branch_rows) == after_steps)
+        fleet.slots[robot].worker.kill()
         fleet.tick()
-        assert fleet.slots["sim00"].state in (S.RESETTING, S.IDLE)
+        assert fleet.slots[robot].state in (S.RESETTING, S.IDLE)
         tick_until(fleet, lambda: fleet.finished)
     finally:
         fleet.close()
+
+
+def test_sigkill_of_a_worker_mid_episode_loses_nothing_else(tmp_path: Path) -> None:
+    run_killing_one_worker(build_fleet(fleet_config(tmp_path, episodes=3, task_config={"horizon": 30})), "sim00", 12)
     with EpisodeStore(tmp_path / "store") as store:
         rows = store.episodes()
         aborted = [r for r in rows if r.outcome == "aborted"]
@@ -98,15 +103,25 @@ def test_sigkill_of_a_worker_mid_episode_loses_nothing_else(tmp_path: Path) -> N
         assert any(e.kind == "fault" for e in store.index.events(robot="sim00"))
 
 
-class BadChunks:
-    """Chunks whose first action is NaN, then out of range, alternately."""
+class ScriptedChunks:
+    """A chunk source for tests: ``chunks(robots)`` says what the ``calls``-th forward returns."""
 
-    obs_horizon, action_exec, obs_keys, version = 1, 4, ("state",), "bad"
+    obs_horizon, action_exec, obs_keys, version = 1, 4, ("state",), "scripted"
     calls = 0
 
     def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
         self.calls += 1
-        chunk = np.zeros((len(windows), 4, 5))
+        return self.chunks(len(windows))
+
+    def chunks(self, robots: int) -> np.ndarray:
+        raise NotImplementedError
+
+
+class BadChunks(ScriptedChunks):
+    """Chunks whose first action is NaN, then out of range, alternately."""
+
+    def chunks(self, robots: int) -> np.ndarray:
+        chunk = np.zeros((robots, 4, 5))
         chunk[:, 0, 0] = np.nan if self.calls % 2 else 3.0
         return chunk
 
@@ -184,15 +199,11 @@ def test_fleet_config_errors_name_the_field(tmp_path: Path) -> None:
         validate_config(FleetConfig, {"backend": "kubernetes", "constant_action": DOWN})
 
 
-class CountingChunks:
+class CountingChunks(ScriptedChunks):
     """Chunk ``c`` has x-actions ``c/10 + i/100`` (i = index in the chunk): the recording shows which was used."""
 
-    obs_horizon, action_exec, obs_keys, version = 1, 4, ("state",), "count"
-    calls = 0
-
-    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
-        self.calls += 1
-        chunk = np.zeros((len(windows), 8, 5))
+    def chunks(self, robots: int) -> np.ndarray:
+        chunk = np.zeros((robots, 8, 5))
         chunk[:, :, 0] = self.calls / 10 + np.arange(8) / 100
         chunk[:, :, 4] = -1.0
         return chunk

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet.test_fleet import fleet_config, tick_until
+from tests.fleet.test_fleet import fleet_config, run_killing_one_worker
 from vla_recover.data import EpisodeStore
-from vla_recover.fleet import FleetManager, SlotState
+from vla_recover.fleet import FleetManager
 
 ray = pytest.importorskip("ray")
 
@@ -22,15 +22,7 @@ def local_ray():  # type: ignore[no-untyped-def]
 
 def test_ray_actors_run_the_fleet_and_a_killed_actor_is_a_fault(tmp_path: Path, local_ray: None) -> None:
     fleet = FleetManager(fleet_config(tmp_path, backend="ray", episodes=3, task_config={"horizon": 20}))
-    fleet.start()
-    try:
-        tick_until(fleet, lambda: len(fleet.slots["sim01"].branch_rows) == 7)
-        fleet.slots["sim01"].worker.kill()
-        fleet.tick()
-        assert fleet.slots["sim01"].state in (SlotState.RESETTING, SlotState.IDLE)
-        tick_until(fleet, lambda: fleet.finished)
-    finally:
-        fleet.close()
+    run_killing_one_worker(fleet, "sim01", 7)
     with EpisodeStore(tmp_path / "store") as store:
         outcomes = sorted((r.robot, r.outcome, r.length) for r in store.episodes())
         assert ("sim01", "aborted", 7) in outcomes

@@ -18,16 +18,15 @@ from typing import Any
 import numpy as np
 
 from vla_recover.data import EpisodeData, EpisodeStore
-from vla_recover.envs import TASKS, make_task, resolve_task_name
+from vla_recover.envs import TASKS, resolve_task_name
 from vla_recover.envs.base import checked_action
 from vla_recover.fleet.accounting import EffortLedger
+from vla_recover.fleet.backends import fake_robot_workers, sim_workers
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
 from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunks
-from vla_recover.fleet.robot_backend import RobotWorker
 from vla_recover.fleet.states import MOVING, SlotMachine, SlotState
-from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied, WorkerHandle, WorkerProcess
-from vla_recover.hardware.robot import FakeRobot
+from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied
 from vla_recover.teleop.devices import DeviceDisconnected, RemoteDevice, TeleopDevice
 from vla_recover.teleop.lease import Lease, LeaseError, LeaseManager
 
@@ -39,7 +38,8 @@ ACTION_DIM = 5  # the MJCF tasks' end-effector deltas and gripper: [dx, dy, dz, 
 
 def _check_range(actions: np.ndarray) -> None:
     if np.abs(actions).max() > 1.0 + 1e-6:
-        worst = actions.reshape(-1, ACTION_DIM)[np.abs(actions.reshape(-1, ACTION_DIM)).max(axis=1).argmax()]
+        rows = actions.reshape(-1, ACTION_DIM)
+        worst = rows[np.abs(rows).max(axis=1).argmax()]
         raise ValueError(f"action: out of range [-1, 1]: {np.round(worst, 3).tolist()}")
 
 
@@ -92,48 +92,17 @@ class FleetManager:
             self.task, dict(config.task_config), dict(config.teleoperator.expert), config.rewind_capacity
         )
         self.slots: dict[str, Slot] = {}
-        for i, worker in enumerate(self._make_workers(spec)):
+        for i, worker in enumerate(sim_workers(config, spec)):
             self._add_slot(f"sim{i:02d}", worker)
-        if config.fake_robots:
-            self._add_fake_robots(config.fake_robots)
+        for robot, worker in fake_robot_workers(config, self.task, self.dt):
+            self._add_slot(robot, worker)
         self.operators: list[Any] = []  # ticked before the robots; see vla_recover.teleop.operators
         self.auto_reset = True  # finished robots reset themselves unless an operator takes that job
-
-    def _add_fake_robots(self, count: int) -> None:
-        """FakeRobot slots whose observations have the task's shape (the scene part fixed at the task's reset)."""
-        probe = make_task(self.task, self.config.task_config)
-        try:
-            obs, info = probe.reset(seed=self.config.seed)
-            horizon = int(probe.unwrapped.config.horizon)
-        finally:
-            probe.close()
-        scene = obs["state"][FakeRobot.PROPRIO_DIMS :]
-        for i in range(count):
-            robot = f"fake{i:02d}"
-            arm = FakeRobot(robot, control_hz=1.0 / self.dt, scene=scene)
-            self._add_slot(robot, RobotWorker(arm, robot, horizon, info["instruction"]))
 
     def _add_slot(self, robot: str, worker: Worker) -> None:
         self.slots[robot] = Slot(
             robot, SlotMachine(robot, self._on_transition), worker, deque(maxlen=self.source.obs_horizon)
         )
-
-    def _make_workers(self, spec: SimWorkerSpec) -> list[Worker]:
-        count = self.config.robots
-        if self.config.backend == "ray":
-            from vla_recover.fleet.ray_backend import RayWorkerHandle, init_ray
-
-            init_ray(self.config.ray_address)
-            return [RayWorkerHandle(spec, f"fleet-sim{i:02d}") for i in range(count)]
-        workers: list[Worker] = []
-        per_process = self.config.robots_per_process
-        for first in range(0, count, per_process):
-            size = min(per_process, count - first)
-            process = WorkerProcess(
-                spec, size, f"fleet-sim{first:02d}" + (f"-{first + size - 1:02d}" if size > 1 else "")
-            )
-            workers += [WorkerHandle(spec, f"fleet-sim{first + i:02d}", process, i) for i in range(size)]
-        return workers
 
     # -- clock, events ----------------------------------------------------------------------------------------
     def now(self) -> float:
