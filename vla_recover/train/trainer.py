@@ -25,7 +25,7 @@ from vla_recover.policies import POLICIES, Policy, build_policy
 from vla_recover.policies.common.checkpoint import save_policy
 from vla_recover.policies.common.ema import EMA
 from vla_recover.policies.common.encoders import SentenceEmbedder
-from vla_recover.train.weighting import WEIGHTERS
+from vla_recover.train.dataset import DatasetConfig, build_step_weights
 
 __all__ = ["TrainConfig", "Trainer", "make_optimizer"]
 
@@ -35,6 +35,7 @@ class DataSelection(FrozenConfig):
     actors: tuple[str, ...] | None = None
     segment_kinds: tuple[str, ...] | None = None
     segment_source: str | None = None
+    episodes: tuple[int, ...] | None = Field(default=None, description="only these episode ids (a loop round's data)")
 
 
 class TrainConfig(FrozenConfig):
@@ -45,24 +46,28 @@ class TrainConfig(FrozenConfig):
     data: Path = Path("runs/demos")
     out: Path = Path("runs/train")
     select: DataSelection = DataSelection()
-    weighter: str = "bc"
-    steps: int = Field(3000, ge=1, le=10_000_000)
-    batch_size: int = Field(256, ge=1, le=65_536)
-    lr: float = Field(3e-4, gt=0.0, le=1.0)
-    weight_decay: float = Field(1e-6, ge=0.0, le=1.0)
-    warmup_steps: int = Field(200, ge=0)
-    grad_clip: float = Field(1.0, gt=0.0)
+    weighting: DatasetConfig = DatasetConfig()
+    init_from: Path | None = Field(
+        default=None,
+        description="fine-tune: start from this policy checkpoint (weights and normalisation) instead of scratch",
+    )
+    steps: int = Field(default=3000, ge=1, le=10_000_000)
+    batch_size: int = Field(default=256, ge=1, le=65_536)
+    lr: float = Field(default=3e-4, gt=0.0, le=1.0)
+    weight_decay: float = Field(default=1e-6, ge=0.0, le=1.0)
+    warmup_steps: int = Field(default=200, ge=0)
+    grad_clip: float = Field(default=1.0, gt=0.0)
     ema: bool = True
-    ema_power: float = Field(0.75, gt=0.0, le=1.0)
+    ema_power: float = Field(default=0.75, gt=0.0, le=1.0)
     seed: int = 0
-    log_every: int = Field(25, ge=1)
-    save_every: int = Field(1000, ge=1)
-    eval_every: int = Field(0, ge=0, description="closed-loop evaluation period in steps; 0: only at the end")
+    log_every: int = Field(default=25, ge=1)
+    save_every: int = Field(default=1000, ge=1)
+    eval_every: int = Field(default=0, ge=0, description="closed-loop evaluation period in steps; 0: only at the end")
     eval_task: str | None = None
-    eval_episodes: int = Field(20, ge=1)
-    eval_seed: int = Field(100_000, ge=0, description="first held-out seed")
-    threads: int = Field(0, ge=0, description="torch CPU threads; 0: torch's default")
-    compile: bool = Field(False, description="torch.compile the denoiser: ~1 min once, then faster steps")
+    eval_episodes: int = Field(default=20, ge=1)
+    eval_seed: int = Field(default=100_000, ge=0, description="first held-out seed")
+    threads: int = Field(default=0, ge=0, description="torch CPU threads; 0: torch's default")
+    compile: bool = Field(default=False, description="torch.compile the denoiser: ~1 min once, then faster steps")
 
 
 def make_optimizer(policy: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
@@ -91,7 +96,7 @@ class Trainer:
                 raise KeyError(f"policy input {key!r} is not in store {config.data}; keys: {', '.join(sorted(specs))}")
         shapes = {k: specs[k].shape for k in keys}
         self.policy: Policy = build_policy(config.policy, config.policy_config, shapes, specs["action"].shape[0])
-        weights = WEIGHTERS.get(config.weighter).load()().weights(self.store)
+        weights, self.weight_stats = build_step_weights(self.store, config.weighting, config.select.episodes)
         select = config.select
         self.sampler = WindowSampler(
             self.store,
@@ -105,9 +110,11 @@ class Trainer:
         )
         if len(self.sampler) == 0:
             raise ValueError(f"select: no step of {config.data} passes the selection {select.model_dump()}")
-        anchors = self.sampler.anchors
-        fit = {k: self.store.read(k)[anchors] for k in self.policy.normalizer.keys}
-        self.policy.fit_normalizer(fit)
+        if config.init_from is not None:
+            self._load_initial(config.init_from)
+        else:
+            anchors = self.sampler.anchors
+            self.policy.fit_normalizer({k: self.store.read(k)[anchors] for k in self.policy.normalizer.keys})
         self.embedder = SentenceEmbedder()
         self._episode_embedding: np.ndarray | None = None
         if policy_cls_config.use_language:
@@ -121,6 +128,18 @@ class Trainer:
             self.policy.compile_backbone()
         self.step = 0
         self.history: list[dict[str, float]] = []
+
+    def _load_initial(self, directory: Path) -> None:
+        """Fine-tuning keeps the checkpoint's normalisation: the data it saw defines the policy's action space."""
+        from vla_recover.policies.common.checkpoint import load_policy
+
+        initial, _, saved = load_policy(directory)
+        if saved["policy"] != self.config.policy or initial.config != self.policy.config:
+            raise ValueError(
+                f"init_from: {directory} holds a {saved['policy']} policy with a different config than "
+                f"policy={self.config.policy!r} / policy_config; fine-tuning needs the same architecture"
+            )
+        self.policy.load_state_dict(initial.state_dict())
 
     # -- training --------------------------------------------------------------------------------------------------
     def lr_at(self, step: int) -> float:
@@ -159,6 +178,7 @@ class Trainer:
         """Train to ``config.steps``, logging, checkpointing and evaluating on the way. Returns the final record."""
         cfg = self.config
         cfg.out.mkdir(parents=True, exist_ok=True)
+        (cfg.out / "weights.json").write_text(json.dumps(self.weight_stats, indent=1))
         metrics = (cfg.out / "metrics.jsonl").open("a")
         start = time.perf_counter()
         window: list[float] = []

@@ -1,35 +1,274 @@
-"""Weighters: from a store, one weight per stored step. The trainer multiplies each window's loss by its anchor's
-weight, and never samples a step of weight 0. Objectives differ here, not in copies of the training loop."""
+"""Weighters: one weight per stored step. The trainer multiplies each window's loss by its anchor's weight and never
+samples a step of weight 0, so objectives differ here, not in copies of the training loop.
+
+Every weighter sees the :class:`StepTable` and the ``eligible`` mask (included episodes, no rewind rows, and what the
+retention rule keeps) and returns weights that are 0 outside it. The formulas are ALGORITHMS.md's; where a paper left
+a choice open, the choice is a config field and says so.
+"""
 
 from __future__ import annotations
 
 import abc
+from typing import Any, Literal
 
 import numpy as np
+import torch
+from pydantic import Field, model_validator
+from torch.nn import functional as F
 
 from vla_recover.config import FrozenConfig
-from vla_recover.data import EpisodeStore
 from vla_recover.registry import Registry
+from vla_recover.train.steps import FAILED, SUCCEEDED, StepTable
+from vla_recover.train.values import ValueNet, ValueTrainConfig, bce_loss, fit_value, mse_loss
 
-__all__ = ["WEIGHTERS", "BCWeighter", "Weighter"]
+__all__ = [
+    "WEIGHTERS",
+    "AWRConfig",
+    "HABCConfig",
+    "SiriusConfig",
+    "Weighter",
+    "build_weighter",
+    "trajectory_steps_to_go",
+]
 
 
 class Weighter(abc.ABC):
+    def __init__(self, config: FrozenConfig) -> None:
+        self.config = config
+        self.stats: dict[str, Any] = {}  # what the weighter learned on the way (value fits, class masses)
+
     @abc.abstractmethod
-    def weights(self, store: EpisodeStore) -> np.ndarray:
-        """(n_steps,) float32, non-negative."""
+    def weights(self, table: StepTable, eligible: np.ndarray) -> np.ndarray:
+        """(n,) float32, non-negative, 0 wherever ``eligible`` is False."""
 
 
-class BCWeighter(Weighter):
-    """Plain behaviour cloning: every selected step counts the same."""
-
-    def weights(self, store: EpisodeStore) -> np.ndarray:
-        return np.ones(store.n_steps, dtype=np.float32)
-
-
-class _NoConfig(FrozenConfig):
+class NoConfig(FrozenConfig):
     pass
 
 
+class BCWeighter(Weighter):
+    """Plain behaviour cloning: every eligible step counts the same."""
+
+    def weights(self, table: StepTable, eligible: np.ndarray) -> np.ndarray:
+        return eligible.astype(np.float32)
+
+
+class IWRWeighter(Weighter):
+    """Intervention-weighted regression: human steps weigh (N - N_int) / N_int, so they make half of the loss."""
+
+    def weights(self, table: StepTable, eligible: np.ndarray) -> np.ndarray:
+        weights = eligible.astype(np.float32)
+        human = eligible & table.human
+        n, n_int = int(eligible.sum()), int(human.sum())
+        if 0 < n_int < n:
+            weights[human] = (n - n_int) / n_int
+        self.stats = {"intervention_steps": n_int, "intervention_weight": float(weights[human].max(initial=0.0))}
+        return weights
+
+
+class SiriusConfig(FrozenConfig):
+    """Shares of the rollout data's loss per class; demonstrations weigh 1. The autonomous class gets the rest.
+
+    Sirius states the shares as fractions of the batch; here they are fractions of the non-demonstration steps' total
+    weight, so demonstrations keep weight 1 whatever their count. A class with no step passes its share on to the
+    autonomous class.
+    """
+
+    intervention_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    pre_intervention_share: float = Field(default=0.002, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _shares(self) -> SiriusConfig:
+        if self.intervention_share + self.pre_intervention_share >= 1.0:
+            raise ValueError(
+                f"intervention_share + pre_intervention_share must be < 1, got "
+                f"{self.intervention_share} + {self.pre_intervention_share}"
+            )
+        return self
+
+
+class SiriusWeighter(Weighter):
+    config: SiriusConfig
+
+    def weights(self, table: StepTable, eligible: np.ndarray) -> np.ndarray:
+        weights = eligible.astype(np.float32)
+        human = eligible & table.human
+        pre = eligible & table.pre_intervention & ~human
+        autonomous = eligible & table.executed & ~pre
+        rollout_mass = float((human | pre | autonomous).sum())
+        shares = {
+            "intervention": (human, self.config.intervention_share),
+            "pre": (pre, self.config.pre_intervention_share),
+        }
+        rest = 1.0
+        for mask, share in shares.values():
+            if mask.any() and autonomous.any():
+                weights[mask] = share * rollout_mass / mask.sum()
+                rest -= share
+        if autonomous.any():
+            weights[autonomous] = rest * rollout_mass / autonomous.sum()
+        self.stats = {name: float(weights[mask].max(initial=0.0)) for name, (mask, _) in shares.items()}
+        self.stats["autonomous"] = float(weights[autonomous].max(initial=0.0))
+        return weights
+
+
+def trajectory_steps_to_go(table: StepTable) -> np.ndarray:
+    """Steps from each step to the end of its trajectory (following successors); -1 where it ends in a rewind."""
+    n = table.n
+    to_go = np.full(n, -1, dtype=np.int64)
+    reaches_end = np.zeros(n, dtype=bool)
+    # successors always point forward in the store, so one backward sweep resolves every chain
+    for i in range(n - 1, -1, -1):
+        j = table.successor[i]
+        if j < 0:
+            last_row = i + 1 == n or table.episode[i + 1] != table.episode[i]
+            if last_row and not table.rewind[i]:
+                to_go[i], reaches_end[i] = 0, True
+        elif reaches_end[j]:
+            to_go[i], reaches_end[i] = to_go[j] + 1, True
+    return to_go
+
+
+class AWRConfig(FrozenConfig):
+    """w = min(exp(A / beta), max_weight), A = R_t - V(s_t), R_t = gamma^(steps to go) on a trajectory that ends in
+    success and 0 otherwise (a sparse success reward), V regressed on R over the eligible steps."""
+
+    beta: float = Field(default=0.25, gt=0.0)
+    max_weight: float = Field(default=20.0, gt=0.0)
+    gamma: float = Field(default=0.99, gt=0.0, le=1.0)
+    value: ValueTrainConfig = ValueTrainConfig()
+
+
+class AWRWeighter(Weighter):
+    config: AWRConfig
+
+    def weights(self, table: StepTable, eligible: np.ndarray) -> np.ndarray:
+        to_go = trajectory_steps_to_go(table)
+        success_end = np.zeros(table.n, dtype=bool)
+        success_end[to_go >= 0] = table.episode_success[to_go >= 0]
+        returns = np.where(success_end, self.config.gamma ** np.maximum(to_go, 0), 0.0).astype(np.float32)
+        rows = np.flatnonzero(eligible)
+        self.value = fit_value(table.state[rows], mse_loss(returns[rows]), self.config.value)
+        self.returns = returns
+        advantage = returns[rows] - self.value.predict(table.state[rows])
+        weights = np.zeros(table.n, dtype=np.float32)
+        weights[rows] = np.minimum(np.exp(advantage / self.config.beta), self.config.max_weight)
+        self.stats = {"advantage_mean": float(advantage.mean()), "clipped_fraction": float(
+            (weights[rows] >= self.config.max_weight).mean())}  # fmt: skip
+        return weights
+
+
+class HABCConfig(FrozenConfig):
+    """Hierarchical advantage-weighted BC (viability and efficiency heads merged by a state-adaptive gate).
+
+    Choices left open by the paper, documented: ``efficiency_target`` ``monte_carlo`` regresses V_e on the negative
+    steps-to-go of each successful trajectory, which is the fixed point of the paper's bootstrapped target on
+    recorded (deterministic) trajectories and needs no target iterations; ``td`` trains on -1 + stopgrad(V_e(s'))
+    as written. Values are regressed in units of the longest successful trajectory (Huber delta of 1 step in those
+    units). Executed steps with no outcome label (before a takeover) get ``unlabelled_weight``. Rollout weights are
+    divided by the mean gate over labelled successful steps, so they average 1 like demonstration steps.
+    """
+
+    efficiency_target: Literal["monte_carlo", "td"] = "monte_carlo"
+    unlabelled_weight: float = Field(default=0.0, ge=0.0)
+    epsilon: float = Field(default=1e-3, gt=0.0)
+    viability: ValueTrainConfig = ValueTrainConfig()
+    efficiency: ValueTrainConfig = ValueTrainConfig()
+
+
+class HABCWeighter(Weighter):
+    config: HABCConfig
+
+    def heads(self, table: StepTable) -> tuple[ValueNet, ValueNet, float]:
+        """(viability logit head, efficiency head in units of ``scale`` steps, scale)."""
+        cfg = self.config
+        labelled = np.flatnonzero(table.included & (table.outcome_label != -1))
+        if labelled.size == 0:
+            raise ValueError("habc: no policy-executed step carries an outcome label; the data holds no rollouts")
+        outcome = (table.outcome_label[labelled] == SUCCEEDED).astype(np.float32)
+        viability = fit_value(table.state[labelled], bce_loss(outcome), cfg.viability)
+        to_go = trajectory_steps_to_go(table)
+        on_success = np.flatnonzero(
+            table.included & table.episode_success & (to_go >= 0) & (table.executed | table.human | table.demo)
+        )
+        if on_success.size == 0:
+            raise ValueError("habc: no successful trajectory to train the efficiency head on")
+        scale = float(max(to_go[on_success].max(), 1))
+        states = table.state[on_success]
+        if cfg.efficiency_target == "monte_carlo":
+            target = torch.as_tensor(-to_go[on_success] / scale, dtype=torch.float32)
+
+            def loss(values: torch.Tensor, rows: np.ndarray, net: ValueNet) -> torch.Tensor:
+                return F.huber_loss(values, target[rows], delta=1.0 / scale)
+        else:
+            successor = table.successor[on_success]
+            next_states = torch.as_tensor(table.state[np.maximum(successor, 0)])
+            terminal = torch.as_tensor(successor < 0)
+
+            def loss(values: torch.Tensor, rows: np.ndarray, net: ValueNet) -> torch.Tensor:
+                with torch.no_grad():
+                    bootstrap = torch.where(terminal[rows], torch.zeros(()), net(next_states[rows]))
+                    target = torch.where(terminal[rows], torch.zeros(()), -1.0 / scale + bootstrap)
+                return F.huber_loss(values, target, delta=1.0 / scale)
+
+        efficiency = fit_value(states, loss, cfg.efficiency, fit_states=table.state[table.included])
+        return viability, efficiency, scale
+
+    def weights(self, table: StepTable, eligible: np.ndarray) -> np.ndarray:
+        viability, efficiency, scale = self.heads(table)
+        gate = self.gate(table, viability, efficiency, scale)
+        self.gate_values = gate
+        weights = np.zeros(table.n, dtype=np.float32)
+        weights[eligible & (table.demo | table.human)] = 1.0
+        executed = eligible & table.executed
+        success = executed & (table.outcome_label == SUCCEEDED)
+        weights[success] = gate[success]
+        weights[executed & (table.outcome_label == FAILED)] = 0.0
+        weights[executed & (table.outcome_label == -1)] = self.config.unlabelled_weight
+        mean = float(gate[success].mean()) if success.any() else 1.0
+        rollout = executed & (table.outcome_label != FAILED)
+        weights[rollout] /= max(mean, self.config.epsilon)
+        self.stats = {
+            "gate_mean": mean,
+            "gate_min": float(gate[success].min(initial=1.0)),
+            "gate_max": float(gate[success].max(initial=1.0)),
+            "labelled_success_steps": int(success.sum()),
+            "labelled_failure_steps": int((executed & (table.outcome_label == FAILED)).sum()),
+        }
+        return weights
+
+    @staticmethod
+    def gate(table: StepTable, viability: ValueNet, efficiency: ValueNet, scale: float) -> np.ndarray:
+        """g_t = 1 + tanh((1 - p_v) A_v + p_v A_e); 1 where a step has no successor (and no advantage)."""
+        logit = viability.predict(table.state)
+        value = efficiency.predict(table.state) * scale  # in steps
+        has_next = table.successor >= 0
+        nxt = np.where(has_next, table.successor, np.arange(table.n))
+        advantage_v = np.where(has_next, logit[nxt] - logit, 0.0)
+        next_value = np.where(has_next, value[nxt], 0.0)
+        ends_in_success = table.terminal_success
+        advantage_e = np.where(has_next | ends_in_success, -1.0 + next_value - value, 0.0)
+        p = 1.0 / (1.0 + np.exp(-logit))
+        return (1.0 + np.tanh((1.0 - p) * advantage_v + p * advantage_e)).astype(np.float32)
+
+
 WEIGHTERS: Registry[FrozenConfig] = Registry("weighter")
-WEIGHTERS.register("bc", _NoConfig, "vla_recover.train.weighting:BCWeighter", "uniform weights")
+WEIGHTERS.register("bc", NoConfig, "vla_recover.train.weighting:BCWeighter", "uniform weights")
+WEIGHTERS.register("iwr", NoConfig, "vla_recover.train.weighting:IWRWeighter", "interventions make half the loss")
+WEIGHTERS.register(
+    "sirius",
+    SiriusConfig,
+    "vla_recover.train.weighting:SiriusWeighter",
+    "Sirius classes: demo, intervention, pre, auto",
+)
+WEIGHTERS.register("awr", AWRConfig, "vla_recover.train.weighting:AWRWeighter", "exp(A/beta), clipped, learned V")
+WEIGHTERS.register("habc", HABCConfig, "vla_recover.train.weighting:HABCWeighter", "viability/efficiency gate")
+
+
+def build_weighter(name: str, config: dict[str, Any] | None = None) -> Weighter:
+    """The named weighter with its config validated (errors name the field)."""
+    from vla_recover.config import validate_config
+
+    entry = WEIGHTERS.get(name)
+    weighter: Weighter = entry.load()(validate_config(entry.config_cls, config or {}, source=f"weighter {name}"))
+    return weighter

@@ -1,0 +1,94 @@
+"""The dataset builder: which stored steps a policy trains on, and with what weight.
+
+Three layers, applied in order: the included episodes (a loop round's data), the retention rule (which autonomous
+steps a critic keeps: ``none``, the learned ``critic`` segments in the store, or ``ground_truth`` segments cut from
+the simulator's true progress), then the weighter. Demonstration and human steps are never cut by retention; the
+recorded rewind rows (zero actions) never train.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from vla_recover.config import FrozenConfig
+from vla_recover.critic.metrics import GROUND_TRUTH_SEGMENTER
+from vla_recover.critic.retention import KEEP, RetentionConfig, retention_labels
+from vla_recover.critic.segmenter import segment_episode
+from vla_recover.data import EpisodeStore
+from vla_recover.train.steps import StepTable, build_step_table
+from vla_recover.train.weighting import WEIGHTERS, build_weighter
+
+__all__ = ["DatasetConfig", "build_step_weights", "retained_steps"]
+
+
+class DatasetConfig(FrozenConfig):
+    weighter: str = Field(default="bc", description=f"one of {', '.join(WEIGHTERS.names())}")
+    weighter_config: dict[str, Any] = Field(default_factory=dict)
+    retention: Literal["none", "critic", "ground_truth"] = "none"
+    retention_config: RetentionConfig = RetentionConfig()
+    pre_intervention_steps: int = Field(default=15, ge=0, description="Sirius' pre-intervention window")
+    min_intervention_steps: int = Field(
+        default=10, ge=1, description="human steps for a takeover to cut outcome credit"
+    )
+
+
+def retained_steps(store: EpisodeStore, table: StepTable, config: DatasetConfig) -> np.ndarray:
+    """(n,) bool: the steps the retention rule keeps (every step of a non-autonomous actor is kept)."""
+    keep = np.ones(table.n, dtype=bool)
+    if config.retention == "none":
+        return keep
+    supervision: dict[int, list[tuple[int, int, str]]] = {}
+    for s in store.index.segments(source="supervision"):
+        supervision.setdefault(s.episode, []).append((s.start, s.stop, s.kind))
+    critic: dict[int, list[tuple[int, int, str]]] = {}
+    if config.retention == "critic":
+        for s in store.index.segments(source="critic"):
+            critic.setdefault(s.episode, []).append((s.start, s.stop, s.kind))
+    progress = store.read("progress") if config.retention == "ground_truth" else None
+    for row in store.episodes():
+        executed = table.executed[row.start : row.stop]
+        if not executed.any() or not table.included[row.start]:
+            continue
+        if progress is not None:
+            segments = segment_episode(
+                progress[row.start : row.stop].astype(np.float64), GROUND_TRUTH_SEGMENTER, supervision.get(row.id, [])
+            )
+        elif row.id in critic:
+            segments = critic[row.id]
+        else:
+            raise ValueError(
+                f"retention: episode {row.id} of {store.path} has no critic segments; label the store first "
+                "(vla-recover label) or choose retention: none / ground_truth"
+            )
+        labels = retention_labels(row.length, segments, supervision.get(row.id, []), config.retention_config)
+        keep[row.start : row.stop] = ~executed | (labels == KEEP)
+    return keep
+
+
+def build_step_weights(
+    store: EpisodeStore, config: DatasetConfig, episodes: Iterable[int] | None = None
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Per stored step weights (0: never sampled) and what went into them."""
+    table = build_step_table(store, episodes, config.pre_intervention_steps, config.min_intervention_steps)
+    retained = retained_steps(store, table, config)
+    eligible = table.included & ~table.rewind & retained
+    weighter = build_weighter(config.weighter, config.weighter_config)
+    weights = weighter.weights(table, eligible)
+    if weights.shape != (table.n,) or not np.isfinite(weights).all() or (weights < 0).any():
+        raise ValueError(f"weighter {config.weighter}: produced invalid weights (shape {weights.shape})")
+    executed = table.included & table.executed
+    stats = {
+        "weighter": config.weighter,
+        "retention": config.retention,
+        "steps": int(table.included.sum()),
+        "eligible_steps": int(eligible.sum()),
+        "retained_autonomous_fraction": float(retained[executed].mean()) if executed.any() else None,
+        "nonzero_steps": int((weights > 0).sum()),
+        "mean_weight": float(weights[weights > 0].mean()) if (weights > 0).any() else 0.0,
+        **weighter.stats,
+    }
+    return weights, stats
