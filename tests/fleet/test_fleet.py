@@ -139,6 +139,24 @@ def test_nan_and_out_of_range_actions_are_rejected_and_the_robot_holds(tmp_path:
         assert any("NaN" in r for r in reasons) and any("out of range" in r for r in reasons)
 
 
+class OvershootingChunks(ScriptedChunks):
+    """A sampled chunk a little outside the bounds, as generative policies produce."""
+
+    def chunks(self, robots: int) -> np.ndarray:
+        chunk = np.zeros((robots, 4, 5))
+        chunk[:, :, 2] = -1.4
+        return chunk
+
+
+def test_slightly_overshooting_policy_actions_are_clipped_not_rejected(tmp_path: Path) -> None:
+    config = fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 8})
+    fleet = FleetManager(config, source=OvershootingChunks())
+    fleet.run()
+    assert fleet.ledger.rejected_actions == 0 and fleet.ledger.clipped_actions == 8
+    with EpisodeStore(tmp_path / "store") as store:
+        np.testing.assert_array_equal(store.episode(0)["action"][:, 2], -1.0)
+
+
 def test_device_disconnect_puts_the_robot_in_hold_within_one_tick(tmp_path: Path) -> None:
     fleet = FleetManager(fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 60}))
     fleet.start()

@@ -158,16 +158,22 @@ def test_bad_weighting_config_names_the_field(store: EpisodeStore) -> None:
     from vla_recover.config import ConfigError
     from vla_recover.registry import UnknownNameError
 
+    with pytest.raises(ValueError, match="weighter: got 'nope'; valid choices"):
+        DatasetConfig(weighter="nope")
     with pytest.raises(UnknownNameError, match="valid choices"):
-        build_step_weights(store, DatasetConfig(weighter="nope"))
+        build_weighter("nope")
+    with pytest.raises(ValueError, match="beta"):
+        DatasetConfig(weighter="awr", weighter_config={"beta": -1})
+    with pytest.raises(ValueError, match="intervention_share"):
+        DatasetConfig(weighter="sirius", weighter_config={"intervention_share": 0.999, "pre_intervention_share": 0.1})
     with pytest.raises(ConfigError, match="beta"):
-        build_step_weights(store, DatasetConfig(weighter="awr", weighter_config={"beta": -1}))
-    with pytest.raises(ConfigError, match="intervention_share"):
-        build_step_weights(
-            store,
-            DatasetConfig(
-                weighter="sirius", weighter_config={"intervention_share": 0.999, "pre_intervention_share": 0.1}
-            ),
-        )
+        build_weighter("awr", {"beta": 0})
     with pytest.raises(ValueError, match="episodes"):
         build_step_weights(store, DatasetConfig(), episodes=[99])
+
+
+def test_demo_share_rebalances_demonstrations(store: EpisodeStore) -> None:
+    weights, _ = build_step_weights(store, DatasetConfig(demo_share=0.2))
+    table = build_step_table(store)
+    assert weights[table.demo].sum() == pytest.approx(0.2 * weights.sum())
+    assert weights.sum() == pytest.approx(110)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from vla_recover.cli import collect, fleet, tasks, train
+from vla_recover.cli import collect, fleet, loop, tasks, train
 from vla_recover.cli.critic import critic_app, label
 from vla_recover.cli.interop import export_app, import_app
 from vla_recover.cli.ros2 import ros2_app
@@ -28,6 +28,7 @@ app.command("eval")(train.evaluate)
 app.command("fleet")(fleet.fleet)
 app.add_typer(critic_app, name="critic")
 app.command("label")(label)
+app.command("loop")(loop.loop)
 app.add_typer(ros2_app, name="ros2")
 
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from vla_recover.fleet.config import FleetConfig, FloorOperatorConfig, TeleoperatorConfig
+from vla_recover.fleet.inference import ChunkSource
 from vla_recover.fleet.manager import FleetManager, Slot
 from vla_recover.fleet.states import TRANSITIONS, IllegalTransition, SlotState
 
@@ -22,11 +23,11 @@ __all__ = [
 ]
 
 
-def build_fleet(config: FleetConfig) -> FleetManager:
-    """A fleet with the simulated operators its config enables."""
+def build_fleet(config: FleetConfig, source: ChunkSource | None = None) -> FleetManager:
+    """A fleet with the simulated operators its config enables; ``source`` replaces the config's policy."""
     from vla_recover.teleop.operators import SimFloorOperator, SimTeleoperator
 
-    fleet = FleetManager(config)
+    fleet = FleetManager(config, source)
     if config.floor_operator.enabled:
         fleet.operators.append(SimFloorOperator(config.floor_operator))
         fleet.auto_reset = False

@@ -18,6 +18,7 @@ class EffortLedger:
     rewinds: int = 0
     episodes: Counter[str] = field(default_factory=Counter)  # outcome → count
     rejected_actions: int = 0
+    clipped_actions: int = 0  # policy actions a little outside the bounds, clipped into them
 
     def charge(self, role: str, seconds: float) -> None:
         self.operator_s[role] = self.operator_s.get(role, 0.0) + seconds
@@ -32,6 +33,7 @@ class EffortLedger:
             "interventions": self.interventions,
             "rewinds": self.rewinds,
             "rejected_actions": self.rejected_actions,
+            "clipped_actions": self.clipped_actions,
             "operator_s": {role: round(s, 1) for role, s in sorted(self.operator_s.items())},
             "robot_hours": round(self.robot_s / 3600.0, 4),
             "robot_waiting_s": round(self.robot_waiting_s, 1),

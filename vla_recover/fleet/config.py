@@ -53,6 +53,13 @@ class FleetConfig(FrozenConfig):
         description="ask for the next chunk this many actions before the current one runs out; the robot keeps "
         "executing those while the forward runs, and the new chunk joins in step",
     )
+    policy_action_tolerance: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=100.0,
+        description="policy actions up to this far outside [-1, 1] are clipped into it; further out, the chunk is "
+        "rejected and the robot holds",
+    )
     compile_policy: bool = False
     store: Path = Path("runs/fleet")
     backend: Literal["process", "ray"] = "process"
@@ -70,6 +77,9 @@ class FleetConfig(FrozenConfig):
         ge=0.0,
         le=600.0,
         description="finished episodes are written in batches at least this often (wall seconds), and on close",
+    )
+    episode_tags: dict[str, Any] = Field(
+        default_factory=dict, description="added to every stored episode's info (a loop marks its round this way)"
     )
     emit_corrections: bool = Field(default=False, description="also store each correction as an episode of its own")
     lease_ttl_s: float = Field(default=10.0, gt=0.0)

@@ -17,7 +17,13 @@ from vla_recover.data import EpisodeData
 
 __all__ = ["AttemptBuffer"]
 
-_SEGMENT_OF_ACTOR = {"policy": "autonomous", "human": "intervention", "scripted": "intervention"}
+_SEGMENT_OF_ACTOR = {
+    "policy": "autonomous",
+    "guided": "autonomous",
+    "human": "intervention",
+    "scripted": "intervention",
+}
+_AUTONOMOUS = ("policy", "guided")
 
 
 @dataclass
@@ -42,8 +48,8 @@ class AttemptBuffer:
         row: dict[str, Any] = {f"obs.{k}": np.asarray(obs[k]) for k in self.obs_keys}
         row["action"] = np.asarray(action, dtype=np.float32)
         row["actor"] = actor
-        row["policy_version"] = self.policy_version if actor == "policy" else ""
-        row["intervention"] = actor != "policy"
+        row["policy_version"] = self.policy_version if actor in _AUTONOMOUS else ""
+        row["intervention"] = actor not in _AUTONOMOUS
         row["phase"] = int(info.get("phase_index", -1))
         row["progress"] = float(info.get("progress", np.nan))
         row["wall_time"] = time.time()

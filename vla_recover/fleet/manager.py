@@ -36,11 +36,11 @@ S = SlotState
 ACTION_DIM = 5  # the MJCF tasks' end-effector deltas and gripper: [dx, dy, dz, dyaw, grip]
 
 
-def _check_range(actions: np.ndarray) -> None:
-    if np.abs(actions).max() > 1.0 + 1e-6:
+def _check_range(actions: np.ndarray, limit: float = 1.0) -> None:
+    if np.abs(actions).max() > limit + 1e-6:
         rows = actions.reshape(-1, ACTION_DIM)
         worst = rows[np.abs(rows).max(axis=1).argmax()]
-        raise ValueError(f"action: out of range [-1, 1]: {np.round(worst, 3).tolist()}")
+        raise ValueError(f"action: out of range [-{limit:g}, {limit:g}]: {np.round(worst, 3).tolist()}")
 
 
 @dataclass
@@ -83,6 +83,7 @@ class FleetManager:
             if config.constant_action is not None
             else PolicyChunks(config.policy, config.compile_policy)  # type: ignore[arg-type]
         )
+        self.autonomous_actor: str = getattr(self.source, "actor", "policy")  # "guided" for a guided source
         self.store = EpisodeStore(config.store, mode="a")
         self._episodes_started = 0
         self._unstored: list[EpisodeData] = []  # finished attempts not yet written: stored in batches
@@ -331,7 +332,7 @@ class FleetManager:
     def _next_action(self, slot: Slot) -> tuple[np.ndarray | None, str]:
         """(action or None for the sim expert, actor) for this tick; invalid commands are rejected into a hold."""
         if slot.state is not S.TELEOP:
-            return (slot.plan.popleft() if slot.plan else self._hold_action(slot)), "policy"
+            return (slot.plan.popleft() if slot.plan else self._hold_action(slot)), self.autonomous_actor
         if slot.hold or slot.device is None:
             return self._hold_action(slot), "human"
         if slot.device.uses_sim_expert:
@@ -354,7 +355,12 @@ class FleetManager:
             return self._hold_action(slot)
 
     def _valid_chunk(self, slot: Slot, actions: np.ndarray) -> np.ndarray:
-        """A policy's new actions, checked together: one bad action rejects them all and the robot holds."""
+        """A policy's new actions, checked together: one bad action rejects them all and the robot holds.
+
+        A sampled chunk overshooting the action bounds a little is normal for a generative policy (the simulator
+        clips as well): values within ``policy_action_tolerance`` of the bounds are clipped and counted, beyond that
+        the chunk is rejected as broken.
+        """
         try:
             actions = np.asarray(actions, dtype=np.float64)
             if actions.ndim != 2 or actions.shape[1] != ACTION_DIM:
@@ -362,8 +368,10 @@ class FleetManager:
             finite = np.isfinite(actions).all(axis=1)
             if not finite.all():
                 raise ValueError(f"action: contains NaN or Inf: {actions[~finite][0].tolist()}")
-            _check_range(actions)
-            return actions
+            _check_range(actions, 1.0 + self.config.policy_action_tolerance)
+            outside = np.abs(actions).max(axis=1) > 1.0
+            self.ledger.clipped_actions += int(outside.sum())
+            return np.clip(actions, -1.0, 1.0)
         except ValueError as problem:
             self._reject(slot, "policy", problem)
             return actions[:0]
@@ -443,9 +451,11 @@ class FleetManager:
         self._drop_lease(slot)
         if attempt is None or len(attempt) == 0:
             return
-        episodes = [attempt.to_episode(outcome, reason=reason)]
+        tags = self.config.episode_tags
+        episodes = [attempt.to_episode(outcome, reason=reason, **tags)]
         if self.config.emit_corrections:
-            episodes += [attempt.to_episode(outcome, rows=rows, correction=True) for rows in attempt.corrections()]
+            corrections = attempt.corrections()
+            episodes += [attempt.to_episode(outcome, rows=rows, correction=True, **tags) for rows in corrections]
         if not self._unstored:
             self._oldest_unstored = time.monotonic()
         self._unstored += episodes

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from vla_recover.config import FrozenConfig
 from vla_recover.critic.metrics import GROUND_TRUTH_SEGMENTER
@@ -34,6 +34,20 @@ class DatasetConfig(FrozenConfig):
     min_intervention_steps: int = Field(
         default=10, ge=1, description="human steps for a takeover to cut outcome credit"
     )
+    demo_share: float | None = Field(
+        default=None,
+        gt=0.0,
+        lt=1.0,
+        description="rescale so scripted demonstrations carry this share of the total weight (ReGuide's FT mixes "
+        "demos 0.2 : rollouts 0.8); None: as they come",
+    )
+
+    @model_validator(mode="after")
+    def _weighter_known(self) -> DatasetConfig:
+        if self.weighter not in WEIGHTERS:
+            raise ValueError(f"weighter: got {self.weighter!r}; valid choices: {', '.join(WEIGHTERS.names())}")
+        WEIGHTERS.get(self.weighter).config_cls.model_validate(self.weighter_config)
+        return self
 
 
 def retained_steps(store: EpisodeStore, table: StepTable, config: DatasetConfig) -> np.ndarray:
@@ -78,6 +92,8 @@ def build_step_weights(
     eligible = table.included & ~table.rewind & retained
     weighter = build_weighter(config.weighter, config.weighter_config)
     weights = weighter.weights(table, eligible)
+    if config.demo_share is not None:
+        weights = _rebalance(weights, table.demo, config.demo_share)
     if weights.shape != (table.n,) or not np.isfinite(weights).all() or (weights < 0).any():
         raise ValueError(f"weighter {config.weighter}: produced invalid weights (shape {weights.shape})")
     executed = table.included & table.executed
@@ -92,3 +108,14 @@ def build_step_weights(
         **weighter.stats,
     }
     return weights, stats
+
+
+def _rebalance(weights: np.ndarray, demo: np.ndarray, share: float) -> np.ndarray:
+    demo_mass, rest_mass = float(weights[demo].sum()), float(weights[~demo].sum())
+    if demo_mass == 0 or rest_mass == 0:
+        return weights  # one side is empty: there is nothing to mix
+    total = demo_mass + rest_mass
+    out = weights.copy()
+    out[demo] *= share * total / demo_mass
+    out[~demo] *= (1 - share) * total / rest_mass
+    return out

@@ -248,7 +248,7 @@ class HABCWeighter(Weighter):
         next_value = np.where(has_next, value[nxt], 0.0)
         ends_in_success = table.terminal_success
         advantage_e = np.where(has_next | ends_in_success, -1.0 + next_value - value, 0.0)
-        p = 1.0 / (1.0 + np.exp(-logit))
+        p = 0.5 * (1.0 + np.tanh(0.5 * logit))  # the logistic function, without overflow
         return (1.0 + np.tanh((1.0 - p) * advantage_v + p * advantage_e)).astype(np.float32)
 
 

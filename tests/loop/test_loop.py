@@ -1,0 +1,128 @@
+"""The loop's debug preset end to end, its resume after a kill between rounds, and config errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vla_recover.config import ConfigError, load_yaml, validate_config
+from vla_recover.data import EpisodeStore
+from vla_recover.loop.config import LoopConfig
+from vla_recover.loop.promotion import PromotionConfig, decide, difference_lower_bound
+from vla_recover.loop.runner import DONE, STARTED, LoopRun
+
+ROOT = Path(__file__).resolve().parents[2]
+DEBUG = ROOT / "configs" / "loop" / "debug.yaml"
+
+
+def _debug_config(tmp_path: Path, **changes: object) -> Path:
+    raw = load_yaml(DEBUG)
+    raw.update(out=str(tmp_path / "run"), **changes)
+    path = tmp_path / "loop.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _events(run: Path, kind: str) -> list[dict[str, object]]:
+    with EpisodeStore(run / "store") as store:
+        return [e.payload for e in store.index.events(kind=kind)]
+
+
+def test_debug_loop_runs_two_rounds_and_resumes_after_a_kill(tmp_path: Path) -> None:
+    config = _debug_config(tmp_path)
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "vla_recover.cli.main", "loop", "--config", str(config)]
+    started = time.monotonic()
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               start_new_session=True)  # fmt: skip
+    try:
+        while process.poll() is None:  # kill the whole process group once round 1 is decided
+            if (run / "store" / "index.sqlite").exists() and any(
+                e["step"] == "round_1.decide" for e in _events(run, DONE)
+            ):
+                os.killpg(process.pid, signal.SIGKILL)
+                break
+            time.sleep(0.2)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == -signal.SIGKILL, process.stderr.read() if process.stderr else ""
+    assert not (run / "report.md").exists()
+    done_before = {str(e["step"]) for e in _events(run, DONE)}
+    assert {"demos", "base_train", "base_eval", "round_1.fleet", "round_1.decide"} <= done_before
+
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert time.monotonic() - started < 240
+    final = json.loads(result.stdout.strip().splitlines()[-1])
+    assert final["policy"] in ("base", "round_1", "round_2")
+    starts = [str(e["step"]) for e in _events(run, STARTED)]
+    for step in done_before:  # finished steps were read back from the log, not run again
+        assert starts.count(step) == 1, step
+    assert {"round_2.fleet", "round_2.train", "round_2.decide", "report"} <= {
+        str(e["step"]) for e in _events(run, DONE)
+    }
+    summary = json.loads((run / "summary.json").read_text())
+    assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
+    assert (run / "report.md").is_file() and (run / "plots" / "success_rate.png").is_file()
+    decisions = _events(run, "policy_promoted") + _events(run, "policy_discarded")
+    assert len(decisions) == 2
+    # each round trained on the demos plus every finished fleet round, never on a killed step's leftovers
+    r1, r2 = summary["rounds"][1], summary["rounds"][2]
+    assert r2["fleet"]["episodes"] == 4 and r1["segments"]
+
+
+def test_a_run_folder_refuses_a_different_config(tmp_path: Path) -> None:
+    raw = load_yaml(DEBUG)
+    first = validate_config(LoopConfig, {**raw, "out": str(tmp_path / "run")})
+    LoopRun(first)
+    changed = validate_config(LoopConfig, {**raw, "out": str(tmp_path / "run"), "rounds": 3})
+    with pytest.raises(ValueError, match="rounds"):
+        LoopRun(changed)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"method": "dagger"}, "method"),
+        ({"rounds": -1}, "rounds"),
+        ({"base_train": {"steps": 0}}, "steps"),
+        ({"base_train": {"data": "x"}}, "base_train"),
+        ({"fleet": {"robots": "many"}}, "robots"),
+        ({"fleet": {"store": "x"}}, "fleet"),
+        ({"fleet": {"seed": 99_990}}, "fleet.seed"),
+        ({"critic": {"steps": -5}}, "steps"),
+        ({"weighting": {"weighter": "nope"}}, "weighter"),
+        ({"promotion": {"confidence": 1.5}}, "confidence"),
+        ({"evaluation": {"episodes": 0}}, "episodes"),
+    ],
+)
+def test_bad_loop_configs_name_the_field(change: dict[str, object], field: str) -> None:
+    raw = {**load_yaml(DEBUG), **change}
+    with pytest.raises((ConfigError, ValueError), match=field):
+        validate_config(LoopConfig, raw, source="test")
+
+
+def test_quickstart_yaml_is_the_embedded_default() -> None:
+    quickstart = validate_config(LoopConfig, load_yaml(ROOT / "configs" / "loop" / "quickstart.yaml"))
+    assert quickstart == LoopConfig()
+
+
+def test_promotion_needs_a_confident_gain() -> None:
+    config = PromotionConfig(confidence=0.9)
+    assert decide({"successes": 45, "episodes": 50}, {"successes": 20, "episodes": 50}, config).promote
+    assert not decide({"successes": 24, "episodes": 50}, {"successes": 20, "episodes": 50}, config).promote
+    assert not decide({"successes": 2, "episodes": 3}, {"successes": 1, "episodes": 3}, config).promote
+    # the bound tightens with more episodes
+    assert difference_lower_bound(60, 100, 40, 100, 0.9) > difference_lower_bound(6, 10, 4, 10, 0.9)
+    with pytest.raises(ValueError, match="episodes"):
+        difference_lower_bound(1, 0, 1, 10, 0.9)

@@ -1,0 +1,1 @@
+"""The closed post-training loop."""

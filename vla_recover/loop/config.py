@@ -1,0 +1,160 @@
+"""``vla-recover loop``: one config for the whole post-training loop, checked before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from vla_recover.config import FrozenConfig, validate_config
+from vla_recover.critic.segmenter import SegmenterConfig
+from vla_recover.critic.train import CriticTrainConfig
+from vla_recover.envs.expert import ExpertConfig
+from vla_recover.fleet.config import FleetConfig
+from vla_recover.loop.promotion import PromotionConfig
+from vla_recover.train.dataset import DatasetConfig
+from vla_recover.train.trainer import TrainConfig
+
+__all__ = ["METHODS", "EvalConfig", "LoopConfig"]
+
+# The retraining methods the loop compares (benchmarks/loop.py runs each on the same budget).
+METHODS: dict[str, dict[str, Any]] = {
+    "hitl_bc": {"weighter": "bc"},  # human-in-the-loop data (rewind + correct), plain BC on all of it
+    "sirius": {"weighter": "sirius"},  # the same data, intervention-weighted
+    "critic_cut": {"weighter": "bc", "retention": "critic"},  # the critic keeps progress and recovery segments
+    "habc": {"weighter": "habc", "retention": "critic"},  # critic retention + hierarchical advantage weights
+    "reguide": {"weighter": "bc"},  # guided rollouts; only their successes are absorbed
+}
+_LOOP_SET = ("data", "out", "eval_task", "eval_every", "init_from", "select", "weighting")
+
+
+class DemoConfig(FrozenConfig):
+    """Scripted demonstrations; the default is a clumsy demonstrator, so the base policy has room to improve."""
+
+    episodes: int = Field(default=20, ge=1, le=100_000)
+    seed: int = Field(default=0, ge=0)
+    expert: ExpertConfig = ExpertConfig(action_noise=0.3, hesitation_prob=0.05, grasp_miss_prob=0.3)
+    workers: int = Field(default=2, ge=1, le=64)
+
+
+class EvalConfig(FrozenConfig):
+    episodes: int = Field(default=100, ge=1, le=100_000)
+    seed: int = Field(default=100_000, ge=0, description="first held-out seed; fleet seeds must stay below it")
+    batch: int = Field(default=50, ge=1, le=1000)
+
+
+class ReGuideLoopConfig(FrozenConfig):
+    absorb: Literal["ft", "fs"] = Field(
+        default="ft", description="ft: fine-tune the current policy (demos 0.2 : successes 0.8); fs: from scratch"
+    )
+    demo_share: float = Field(default=0.2, gt=0.0, lt=1.0)
+    guidance: dict[str, Any] = Field(default_factory=dict, description="vla_recover.reguide.ReGuideConfig fields")
+
+
+class LoopConfig(FrozenConfig):
+    name: str = Field(default="quickstart", pattern=r"^[A-Za-z0-9_.-]+$")
+    out: Path | None = Field(default=None, description="run folder; default runs/loop/<name>")
+    task: str = "LiftCube"
+    task_config: dict[str, Any] = Field(default_factory=dict)
+    method: Literal["hitl_bc", "sirius", "critic_cut", "habc", "reguide"] = "habc"
+    rounds: int = Field(default=3, ge=0, le=100)
+    demos: DemoConfig = DemoConfig()
+    base_train: dict[str, Any] = Field(
+        default_factory=lambda: {
+            "policy": "flow",
+            "policy_config": {
+                "obs_horizon": 2,
+                "action_horizon": 16,
+                "action_exec": 8,
+                "down_dims": [32, 64, 128],
+                "inference_steps": 4,
+            },
+            "steps": 1500,
+            "batch_size": 64,
+            "warmup_steps": 100,
+            "log_every": 50,
+            "save_every": 500,
+        },
+        description="TrainConfig fields for the base policy",
+    )
+    retrain: dict[str, Any] = Field(
+        default_factory=lambda: {"steps": 600, "warmup_steps": 50, "lr": 2e-4},
+        description="TrainConfig fields that differ for the per-round retraining",
+    )
+    retrain_from: Literal["current", "scratch"] = Field(
+        default="current", description="each round fine-tunes the current version, or trains from scratch"
+    )
+    fleet: dict[str, Any] = Field(
+        default_factory=lambda: {
+            "robots": 8,
+            "episodes": 24,
+            "robots_per_process": 4,
+            "floor_operator": {"reset_s": 4.0, "stall_steps": 40},
+            "teleoperator": {"reaction_s": 1.0},
+        },
+        description="FleetConfig fields (robots, operators, ...)",
+    )
+    fleet_seed_stride: int = Field(default=1000, ge=1, description="round r's fleet starts at seed + r * stride")
+    critic: dict[str, Any] = Field(
+        default_factory=lambda: {"steps": 600, "batch_size": 128}, description="CriticTrainConfig fields"
+    )
+    segmenter: SegmenterConfig = SegmenterConfig()
+    weighting: dict[str, Any] = Field(
+        default_factory=dict, description="DatasetConfig fields on top of the method's weighter and retention"
+    )
+    reguide: ReGuideLoopConfig = ReGuideLoopConfig()
+    evaluation: EvalConfig = EvalConfig()
+    promotion: PromotionConfig = PromotionConfig()
+
+    @property
+    def run_dir(self) -> Path:
+        return self.out or Path("runs/loop") / self.name
+
+    def train_config(self, data: Path, out: Path, retrain: bool, **loop_fields: Any) -> TrainConfig:
+        raw = {**self.base_train, **(self.retrain if retrain else {})}
+        return validate_config(TrainConfig, {**raw, "data": data, "out": out, **loop_fields}, source="loop train")
+
+    def fleet_config(self, store: Path, policy: Path, round_index: int, tags: dict[str, Any]) -> FleetConfig:
+        raw = {
+            **self.fleet,
+            "task": self.task,
+            "task_config": {**self.task_config, **self.fleet.get("task_config", {})},
+        }
+        raw["seed"] = int(self.fleet.get("seed", 0)) + round_index * self.fleet_seed_stride
+        raw.update(store=store, policy=policy, constant_action=None, episode_tags=tags)
+        return validate_config(FleetConfig, raw, source="loop fleet")
+
+    def dataset_config(self, demo_share: float | None = None) -> DatasetConfig:
+        raw = {**METHODS[self.method], **self.weighting}
+        if demo_share is not None:
+            raw["demo_share"] = demo_share
+        return validate_config(DatasetConfig, raw, source="loop weighting")
+
+    @model_validator(mode="after")
+    def _parts_valid(self) -> LoopConfig:
+        """Every part builds now, so a typo fails before a 20-minute run rather than in its last round."""
+        for section, values in (("base_train", self.base_train), ("retrain", self.retrain)):
+            fixed = sorted(set(values) & set(_LOOP_SET))
+            if fixed:
+                raise ValueError(f"{section}: {fixed} are set by the loop itself")
+        placeholder = Path("runs/loop/_check")
+        self.train_config(placeholder, placeholder, retrain=False)
+        self.train_config(placeholder, placeholder, retrain=True)
+        fleet_fixed = sorted(set(self.fleet) & {"task", "store", "policy", "constant_action", "episode_tags"})
+        if fleet_fixed:
+            raise ValueError(f"fleet: {fleet_fixed} are set by the loop itself")
+        fleet = self.fleet_config(placeholder, placeholder, self.rounds, {})
+        last_seed = fleet.seed + fleet.episodes * 4  # robots may start more attempts than the episodes they finish
+        if last_seed >= self.evaluation.seed:
+            raise ValueError(
+                f"fleet.seed / fleet_seed_stride: round {self.rounds} reaches seed {last_seed}, into the held-out "
+                f"evaluation seeds starting at {self.evaluation.seed}"
+            )
+        validate_config(CriticTrainConfig, self.critic, source="loop critic")
+        self.dataset_config()
+        if self.method == "reguide":
+            from vla_recover.reguide import ReGuideConfig
+
+            validate_config(ReGuideConfig, self.reguide.guidance, source="loop reguide.guidance")
+        return self

@@ -1,0 +1,331 @@
+"""The post-training loop: demos → base policy → K rounds of [fleet → critic → retrain → evaluate → promote or
+discard] → report.
+
+Every step is a pair of events in the run store's append-only log (``loop_step_started`` with an attempt id,
+``loop_step_done`` with the step's result), so a crashed run resumes from its log: finished steps are read back, the
+interrupted one starts over. Episodes an interrupted step managed to store stay in the store (nothing is deleted)
+but belong to no finished step, so no training set includes them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from vla_recover.data import EpisodeStore
+from vla_recover.loop.config import LoopConfig
+from vla_recover.loop.promotion import decide
+
+__all__ = ["LoopRun", "StepReporter"]
+
+STARTED, DONE = "loop_step_started", "loop_step_done"
+PROMOTED, DISCARDED = "policy_promoted", "policy_discarded"
+
+
+class StepReporter(Protocol):
+    def begin(self, step: str, total: int | None) -> None: ...
+    def advance(self, completed: int, status: str = "") -> None: ...
+    def end(self, step: str, result: dict[str, Any], reused: bool) -> None: ...
+
+
+class _Silent:
+    def begin(self, step: str, total: int | None) -> None:
+        pass
+
+    def advance(self, completed: int, status: str = "") -> None:
+        pass
+
+    def end(self, step: str, result: dict[str, Any], reused: bool) -> None:
+        pass
+
+
+class LoopRun:
+    def __init__(self, config: LoopConfig, reporter: StepReporter | None = None) -> None:
+        self.config = config
+        self.dir = config.run_dir
+        self.store_path = self.dir / "store"
+        self.reporter = reporter or _Silent()
+        self.results: dict[str, dict[str, Any]] = {}
+        self.attempt = 0
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._check_same_run()
+
+    # -- the event log ----------------------------------------------------------------------------------------------
+    def _log(self, kind: str, payload: dict[str, Any]) -> int:
+        with EpisodeStore(self.store_path, mode="a") as store:
+            return store.index.insert_event(kind, "loop", payload)
+
+    def _check_same_run(self) -> None:
+        """A run folder belongs to one config: resuming with another would mix two experiments."""
+        config_json = self.config.model_dump(mode="json")
+        saved = self.dir / "config.json"
+        if saved.is_file():
+            before = json.loads(saved.read_text())
+            if before != config_json:
+                changed = sorted(k for k in set(before) | set(config_json) if before.get(k) != config_json.get(k))
+                raise ValueError(
+                    f"out: {self.dir} holds a loop run with a different config (fields {changed} differ); "
+                    "choose another name/out or delete the folder to start over"
+                )
+        else:
+            saved.write_text(json.dumps(config_json, indent=1))
+        if (self.store_path / "index.sqlite").is_file():
+            with EpisodeStore(self.store_path) as store:
+                for event in store.index.events(kind=DONE):
+                    self.results[event.payload["step"]] = event.payload["result"]
+
+    def step(self, name: str, work: Callable[[], dict[str, Any]], total: int | None = None) -> dict[str, Any]:
+        """Run ``work()`` unless the log says ``name`` finished; either way return its result.
+
+        ``self.attempt`` is the id of this try's start event while ``work`` runs: what it stores is tagged with it.
+        """
+        if name in self.results:
+            self.reporter.end(name, self.results[name], reused=True)
+            return self.results[name]
+        self.attempt = self._log(STARTED, {"step": name})
+        attempt = self.attempt
+        self.reporter.begin(name, total)
+        started = time.perf_counter()
+        result = work()
+        result["wall_s"] = round(time.perf_counter() - started, 2)
+        self._log(DONE, {"step": name, "attempt": attempt, "result": result})
+        self.results[name] = result
+        self.reporter.end(name, result, reused=False)
+        return result
+
+    # -- the loop ---------------------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        cfg = self.config
+        demos = self.step("demos", self._collect_demos, total=cfg.demos.episodes)
+        demo_ids = demos["episode_ids"]
+        base = self.step("base_train", partial(self._train, "base", demo_ids, None), total=self._steps(False))
+        current, current_eval = (
+            base["policy"],
+            self.step("base_eval", partial(self._evaluate, base["policy"]), total=cfg.evaluation.episodes),
+        )
+        fleet_rounds: list[dict[str, Any]] = []
+        for r in range(1, cfg.rounds + 1):
+            prefix = f"round_{r}"
+            fleet = self.step(f"{prefix}.fleet", partial(self._fleet, r, current), total=self._episodes())
+            fleet_rounds.append(fleet)
+            self.step(f"{prefix}.critic", partial(self._critic, r, fleet["episode_ids"]))
+            ids, init, share = self._training_set(demo_ids, fleet_rounds, current)
+            trained = self.step(
+                f"{prefix}.train", partial(self._train, prefix, ids, init, share), total=self._steps(True)
+            )
+            candidate = self.step(f"{prefix}.eval", partial(self._evaluate, trained["policy"]))
+            decision = self.step(
+                f"{prefix}.decide", partial(self._decide, prefix, trained["policy"], candidate, current_eval)
+            )
+            if decision["promote"]:
+                current, current_eval = trained["policy"], candidate
+        summary = self.summary()
+        self.step("report", partial(self._report, summary))
+        return summary
+
+    def _steps(self, retrain: bool) -> int:
+        return self.config.train_config(self.store_path, self.dir, retrain).steps
+
+    def _episodes(self) -> int:
+        return self.config.fleet_config(self.store_path, self.dir, 0, {}).episodes
+
+    # -- steps ------------------------------------------------------------------------------------------------------
+    def _collect_demos(self) -> dict[str, Any]:
+        from vla_recover.rollout import CollectConfig, collect_demos
+
+        cfg = self.config
+        collect = CollectConfig(
+            task=cfg.task,
+            episodes=cfg.demos.episodes,
+            seed=cfg.demos.seed,
+            expert=cfg.demos.expert,
+            task_config=cfg.task_config,
+            out=self.store_path,
+            workers=cfg.demos.workers,
+        )
+        ids, _ = collect_demos(collect, lambda done, _: self.reporter.advance(done))
+        with EpisodeStore(self.store_path) as store:
+            successes = sum(row.outcome == "success" for row in store.episodes() if row.id in set(ids))
+        return {"episode_ids": sorted(ids), "successes": successes}
+
+    def _train(
+        self, name: str, episode_ids: list[int], init_from: str | None, demo_share: float | None = None
+    ) -> dict[str, Any]:
+        from vla_recover.train.plots import plot_loss
+        from vla_recover.train.trainer import Trainer
+
+        out = self.dir / "policies" / name
+        config = self.config.train_config(
+            self.store_path,
+            out,
+            retrain=name != "base",
+            select={"episodes": tuple(episode_ids)},
+            weighting=self.config.dataset_config(demo_share) if name != "base" else {},
+            init_from=init_from,
+        )
+        trainer = Trainer(config)
+        trainer.resume()  # a crash mid-training continues from the last checkpoint
+        trainer.run(lambda step, loss: self.reporter.advance(step, f"loss {loss:.4f}"))
+        plot_loss(out / "metrics.jsonl", out / "loss.png")
+        losses = [r["loss"] for r in trainer.history if "loss" in r]
+        return {
+            "policy": str(out / "policy"),
+            "steps": trainer.step,
+            "episodes": len(episode_ids),
+            "final_loss": losses[-1] if losses else None,
+            "weights": trainer.weight_stats,
+        }
+
+    def _evaluate(self, policy_dir: str) -> dict[str, Any]:
+        from vla_recover.evaluate import evaluate_policy
+        from vla_recover.policies.common.checkpoint import load_policy
+
+        cfg = self.config.evaluation
+        policy, embedder, _ = load_policy(policy_dir)
+        seeds = list(range(cfg.seed, cfg.seed + cfg.episodes))
+        return evaluate_policy(policy, embedder, self.config.task, seeds, cfg.batch, self.config.task_config)
+
+    def _fleet(self, round_index: int, policy_dir: str) -> dict[str, Any]:
+        from vla_recover.fleet import build_fleet
+
+        attempt = self.attempt
+        tags = {"loop_round": round_index, "loop_attempt": attempt}
+        fleet_config = self.config.fleet_config(self.store_path, Path(policy_dir), round_index, tags)
+        source, guided = None, self.config.method == "reguide"
+        if guided:
+            source = self._guided_source(round_index, policy_dir)
+        manager = build_fleet(fleet_config, source)
+
+        def on_tick(fleet: Any) -> None:
+            if fleet.ticks % 20 == 0:
+                self.reporter.advance(fleet.ledger.summary()["episodes"])
+
+        summary = manager.run(on_tick)
+        with EpisodeStore(self.store_path) as store:
+            ids = sorted(row.id for row in store.episodes() if row.info.get("loop_attempt") == attempt)
+        summary["episode_ids"] = ids
+        if source is not None:
+            summary["guided"] = {
+                "chunks": source.chunks,
+                "guided_chunks": source.guided_chunks,
+                "episodes": summary["episodes"],
+                "successes": summary["successes"],
+            }
+        return summary
+
+    def _guided_source(self, round_index: int, policy_dir: str) -> Any:
+        """ReGuide for this round: dynamics and phase targets from every finished step's data so far."""
+        from vla_recover.config import validate_config
+        from vla_recover.policies.common.checkpoint import load_policy
+        from vla_recover.reguide import GuidedChunks, ReGuideConfig, build_reguide
+
+        config = validate_config(ReGuideConfig, self.config.reguide.guidance, source="loop reguide.guidance")
+        ids = list(self.results["demos"]["episode_ids"])
+        for r in range(1, round_index):
+            ids += self.results[f"round_{r}.fleet"]["episode_ids"]
+        policy, _, _ = load_policy(policy_dir)
+        with EpisodeStore(self.store_path) as store:
+            reguide = build_reguide(store, policy, config, episode_ids=ids)
+        directory = reguide.save(self.dir / "reguide" / f"round_{round_index}")
+        return GuidedChunks(Path(policy_dir), directory)
+
+    def _critic(self, round_index: int, episode_ids: list[int]) -> dict[str, Any]:
+        from vla_recover.config import validate_config
+        from vla_recover.critic.label import label_store
+        from vla_recover.critic.train import CriticTrainConfig, train_critic
+
+        config = validate_config(CriticTrainConfig, self.config.critic, source="loop critic")
+        critic_dir = self.dir / "critics" / f"round_{round_index}"
+        metrics = train_critic(self.store_path, critic_dir, config, lambda s, _: self.reporter.advance(s))
+        label_store(self.store_path, critic_dir, self.config.segmenter)
+        steps: dict[str, int] = {}
+        wanted = set(episode_ids)
+        with EpisodeStore(self.store_path) as store:
+            for segment in store.index.segments(source="critic"):
+                if segment.episode in wanted:
+                    steps[segment.kind] = steps.get(segment.kind, 0) + segment.stop - segment.start
+        held_out = metrics.get("held_out", {})
+        return {"critic": str(critic_dir), "segments": steps, "held_out_voc": held_out.get("voc")}
+
+    def _training_set(
+        self, demo_ids: list[int], fleet_rounds: list[dict[str, Any]], current: str
+    ) -> tuple[list[int], str | None, float | None]:
+        """(episode ids, checkpoint to start from or None, demonstrations' share of the weight or None)."""
+        cfg = self.config
+        rollouts = [i for fleet in fleet_rounds for i in fleet["episode_ids"]]
+        if cfg.method != "reguide":
+            return demo_ids + rollouts, (current if cfg.retrain_from == "current" else None), None
+        with EpisodeStore(self.store_path) as store:  # ReGuide absorbs only the successful guided rollouts
+            succeeded = {row.id for row in store.episodes() if row.outcome == "success"}
+        kept = [i for i in rollouts if i in succeeded]
+        if cfg.reguide.absorb == "fs":
+            return demo_ids + kept, None, None
+        return demo_ids + kept, current, cfg.reguide.demo_share
+
+    def _decide(self, name: str, policy: str, candidate: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+        decision = decide(candidate, current, self.config.promotion)
+        self._log(PROMOTED if decision.promote else DISCARDED, {"round": name, "policy": policy, **decision.as_json()})
+        return decision.as_json()
+
+    def _report(self, summary: dict[str, Any]) -> dict[str, Any]:
+        from vla_recover.loop.report import write_report
+
+        (self.dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        return {"report": str(write_report(self.dir, summary))}
+
+    # -- the summary ------------------------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        cfg, results = self.config, self.results
+        rounds: list[dict[str, Any]] = [
+            {"round": 0, "policy": "base", "eval": results["base_eval"], "promoted": True, "current": "base"}
+        ]
+        current, current_rate = "base", results["base_eval"]["success_rate"]
+        for r in range(1, cfg.rounds + 1):
+            prefix = f"round_{r}"
+            decision = results[f"{prefix}.decide"]
+            if decision["promote"]:
+                current, current_rate = prefix, results[f"{prefix}.eval"]["success_rate"]
+            fleet = {k: v for k, v in results[f"{prefix}.fleet"].items() if k not in ("episode_ids", "guided")}
+            train = results[f"{prefix}.train"]
+            entry = {
+                "round": r,
+                "policy": prefix,
+                "eval": results[f"{prefix}.eval"],
+                "promoted": decision["promote"],
+                "current": current,
+                "decision": decision,
+                "fleet": fleet,
+                "segments": results[f"{prefix}.critic"]["segments"],
+                "train": {
+                    "steps": train["steps"],
+                    "wall_s": train["wall_s"],
+                    "final_loss": train["final_loss"],
+                    "weights": {"mean": train["weights"]["mean_weight"], "zero_fraction": _zero_fraction(train)},
+                },
+            }
+            if "guided" in results[f"{prefix}.fleet"]:
+                entry["guided"] = results[f"{prefix}.fleet"]["guided"]
+            rounds.append(entry)
+        timings = {name: result["wall_s"] for name, result in results.items() if "wall_s" in result}
+        return {
+            "name": cfg.name,
+            "task": cfg.task,
+            "method": cfg.method,
+            "eval_episodes": cfg.evaluation.episodes,
+            "eval_seed": cfg.evaluation.seed,
+            "rounds": rounds,
+            "timings_s": timings,
+            "final": {"policy": current, "success_rate": current_rate},
+        }
+
+
+def _zero_fraction(train: dict[str, Any]) -> float:
+    weights = train["weights"]
+    steps = weights.get("steps") or 0
+    return float(np.round(1.0 - weights["nonzero_steps"] / steps, 4)) if steps else 0.0

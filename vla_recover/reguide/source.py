@@ -1,0 +1,48 @@
+"""A fleet chunk source that applies ReGuide to a saved policy; its steps are recorded under the ``guided`` actor."""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+
+from vla_recover.fleet.inference import PolicyChunks
+from vla_recover.reguide.dynamics import policy_state_key
+from vla_recover.reguide.guidance import ReGuide
+
+__all__ = ["GuidedChunks"]
+
+
+class GuidedChunks(PolicyChunks):
+    """``PolicyChunks`` plus ReGuide: chunks of drifted-but-recoverable robots are guided, the rest are the policy's.
+
+    ``chunks`` counts the chunks predicted (one per robot per call), ``guided_chunks`` those that were guided.
+    The phase of each robot is judged from its observation window alone (stateless; see ``reguide.phases``).
+    """
+
+    actor = "guided"
+
+    def __init__(self, policy_dir: Path, reguide_dir: Path, compile_backbone: bool = False) -> None:
+        super().__init__(Path(policy_dir), compile_backbone=compile_backbone)
+        self.reguide = ReGuide.load(reguide_dir)
+        key = policy_state_key(self.policy)
+        if key != self.reguide.state_key:
+            raise ValueError(
+                f"state_key: the policy reads {key!r}, the ReGuide was built on {self.reguide.state_key!r}"
+            )
+        self.chunks = 0
+        self.guided_chunks = 0
+
+    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
+        batch = {
+            key: np.stack([np.stack([obs[key.removeprefix("obs.")] for obs in window]) for window in windows])
+            for key in self._policy_keys
+        }
+        if self.policy.config.use_language:
+            batch["instruction_embedding"] = self.embedder.embed(instructions)
+        self._calls += 1
+        chunks, guided = self.reguide.predict_chunk(self.policy, batch, seed=self._calls)
+        self.chunks += len(windows)
+        self.guided_chunks += int(guided.sum())
+        return chunks
