@@ -314,3 +314,14 @@ def test_remote_commands_need_the_lease_and_are_checked(tmp_path: Path) -> None:
     with EpisodeStore(tmp_path / "store") as store:
         assert [e.kind for e in store.index.events(kind="command_refused")] == ["command_refused"]
         assert len(store.index.events(kind="action_rejected")) == 1
+
+
+def test_the_fleet_stops_when_the_operator_budget_is_spent(tmp_path: Path) -> None:
+    config = fleet_config(
+        tmp_path, robots=2, episodes=1000, task_config={"horizon": 8}, operator_budget_s=5.0,
+        floor_operator={"enabled": True, "reset_s": 2.0},
+    )  # fmt: skip
+    fleet = build_fleet(config, source=OvershootingChunks())
+    summary = fleet.run()
+    assert 5.0 <= sum(summary["operator_s"].values()) < 5.0 + 2.0 + 1e-6
+    assert summary["episodes"] < 1000

@@ -43,6 +43,9 @@ class FleetConfig(FrozenConfig):
     fake_robots: int = Field(default=0, ge=0, le=256, description="hardware slots backed by hardware.FakeRobot")
     episodes: int = Field(default=20, ge=1, le=10_000_000, description="stop after this many finished episodes")
     sim_seconds: float | None = Field(None, gt=0.0, description="or after this much fleet sim time")
+    operator_budget_s: float | None = Field(
+        default=None, gt=0.0, description="or once the operators have spent this many seconds (equal human budgets)"
+    )
     seed: int = Field(default=0, ge=0)
     policy: Path | None = Field(None, description="a policy checkpoint directory")
     constant_action: list[float] | None = Field(None, description="instead of a policy (benchmarks, smoke tests)")

@@ -126,7 +126,9 @@ class FleetManager:
     def finished(self) -> bool:
         done = sum(self.ledger.episodes.values()) >= self.config.episodes
         out_of_time = self.config.sim_seconds is not None and self.now() >= self.config.sim_seconds
-        return done or out_of_time
+        budget = self.config.operator_budget_s
+        out_of_budget = budget is not None and sum(self.ledger.operator_s.values()) >= budget
+        return done or out_of_time or out_of_budget
 
     # -- operator API: the console and the simulated operators call these -------------------------------------
     def request_takeover(self, robot: str, operator: str, reason: str = "") -> None:

@@ -16,7 +16,7 @@ from vla_recover.loop.promotion import PromotionConfig
 from vla_recover.train.dataset import DatasetConfig
 from vla_recover.train.trainer import TrainConfig
 
-__all__ = ["METHODS", "EvalConfig", "LoopConfig"]
+__all__ = ["BASE_FIELDS", "METHODS", "EvalConfig", "LoopConfig"]
 
 # The retraining methods the loop compares (benchmarks/loop.py runs each on the same budget).
 METHODS: dict[str, dict[str, Any]] = {
@@ -26,6 +26,8 @@ METHODS: dict[str, dict[str, Any]] = {
     "habc": {"weighter": "habc", "retention": "critic"},  # critic retention + hierarchical advantage weights
     "reguide": {"weighter": "bc"},  # guided rollouts; only their successes are absorbed
 }
+# What the demos, the base policy and its evaluation depend on: a run seeded from another must agree on these.
+BASE_FIELDS = ("task", "task_config", "demos", "base_train", "evaluation")
 _LOOP_SET = ("data", "out", "eval_task", "eval_every", "init_from", "select", "weighting")
 
 
@@ -55,6 +57,11 @@ class ReGuideLoopConfig(FrozenConfig):
 class LoopConfig(FrozenConfig):
     name: str = Field(default="quickstart", pattern=r"^[A-Za-z0-9_.-]+$")
     out: Path | None = Field(default=None, description="run folder; default runs/loop/<name>")
+    seed_from: Path | None = Field(
+        default=None,
+        description="a loop run folder whose demos, base policy and base evaluation this run starts from (its store "
+        "is copied; the fields those steps depend on must match): methods compared from one base",
+    )
     task: str = "LiftCube"
     task_config: dict[str, Any] = Field(default_factory=dict)
     method: Literal["hitl_bc", "sirius", "critic_cut", "habc", "reguide"] = "habc"
@@ -103,6 +110,10 @@ class LoopConfig(FrozenConfig):
     weighting: dict[str, Any] = Field(
         default_factory=dict, description="DatasetConfig fields on top of the method's weighter and retention"
     )
+    weighter_configs: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="per weighter name, its config (e.g. habc: {viability: {steps: 500}}); the method picks one",
+    )
     reguide: ReGuideLoopConfig = ReGuideLoopConfig()
     evaluation: EvalConfig = EvalConfig()
     promotion: PromotionConfig = PromotionConfig()
@@ -127,6 +138,7 @@ class LoopConfig(FrozenConfig):
 
     def dataset_config(self, demo_share: float | None = None) -> DatasetConfig:
         raw = {**METHODS[self.method], **self.weighting}
+        raw["weighter_config"] = self.weighter_configs.get(raw["weighter"], {})
         if demo_share is not None:
             raw["demo_share"] = demo_share
         return validate_config(DatasetConfig, raw, source="loop weighting")
@@ -152,6 +164,10 @@ class LoopConfig(FrozenConfig):
                 f"evaluation seeds starting at {self.evaluation.seed}"
             )
         validate_config(CriticTrainConfig, self.critic, source="loop critic")
+        if "weighter_config" in self.weighting:
+            raise ValueError("weighting.weighter_config: give it per weighter in weighter_configs")
+        for name, values in self.weighter_configs.items():
+            validate_config(DatasetConfig, {"weighter": name, "weighter_config": values}, source="weighter_configs")
         self.dataset_config()
         if self.method == "reguide":
             from vla_recover.reguide import ReGuideConfig

@@ -10,6 +10,7 @@ but belong to no finished step, so no training set includes them.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable
 from functools import partial
@@ -19,13 +20,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from vla_recover.data import EpisodeStore
-from vla_recover.loop.config import LoopConfig
+from vla_recover.loop.config import BASE_FIELDS, LoopConfig
 from vla_recover.loop.promotion import decide
 
 __all__ = ["LoopRun", "StepReporter"]
 
 STARTED, DONE = "loop_step_started", "loop_step_done"
-PROMOTED, DISCARDED = "policy_promoted", "policy_discarded"
+PROMOTED, DISCARDED, SEEDED = "policy_promoted", "policy_discarded", "loop_seeded"
+BASE_STEPS = ("demos", "base_train", "base_eval")
 
 
 class StepReporter(Protocol):
@@ -54,6 +56,8 @@ class LoopRun:
         self.results: dict[str, dict[str, Any]] = {}
         self.attempt = 0
         self.dir.mkdir(parents=True, exist_ok=True)
+        if config.seed_from is not None and not self.store_path.exists():
+            self._seed_from(config.seed_from)
         self._check_same_run()
 
     # -- the event log ----------------------------------------------------------------------------------------------
@@ -77,8 +81,27 @@ class LoopRun:
             saved.write_text(json.dumps(config_json, indent=1))
         if (self.store_path / "index.sqlite").is_file():
             with EpisodeStore(self.store_path) as store:
-                for event in store.index.events(kind=DONE):
-                    self.results[event.payload["step"]] = event.payload["result"]
+                for event in store.index.events():
+                    if event.kind == DONE:
+                        self.results[event.payload["step"]] = event.payload["result"]
+                    elif event.kind == SEEDED:  # only the base steps carry over from the run this one started from
+                        self.results = {k: v for k, v in self.results.items() if k in BASE_STEPS}
+
+    def _seed_from(self, source: Path) -> None:
+        saved = source / "config.json"
+        if not saved.is_file() or not (source / "store" / "index.sqlite").is_file():
+            raise FileNotFoundError(f"seed_from: {source} is not a loop run folder (no config.json or store)")
+        theirs, ours = json.loads(saved.read_text()), self.config.model_dump(mode="json")
+        differ = [k for k in BASE_FIELDS if theirs.get(k) != ours.get(k)]
+        if differ:
+            raise ValueError(f"seed_from: {source} was run with different {differ}; its base policy does not apply")
+        with EpisodeStore(source / "store") as store:
+            finished = {e.payload["step"] for e in store.index.events(kind=DONE)}
+        missing = [step for step in BASE_STEPS if step not in finished]
+        if missing:
+            raise ValueError(f"seed_from: {source} has not finished {missing}; run it first")
+        shutil.copytree(source / "store", self.store_path)
+        self._log(SEEDED, {"from": str(source)})
 
     def step(self, name: str, work: Callable[[], dict[str, Any]], total: int | None = None) -> dict[str, Any]:
         """Run ``work()`` unless the log says ``name`` finished; either way return its result.

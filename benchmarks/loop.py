@@ -1,0 +1,129 @@
+"""The headline comparison: five retraining methods from one base policy, on one operator budget, on the same
+held-out evaluation seeds.
+
+    python benchmarks/loop.py [--config configs/loop/quickstart.yaml] [--rounds 3] [--operator-budget-s 150]
+                              [--methods hitl_bc,sirius,critic_cut,habc,reguide] [--work runs/bench_loop]
+
+Each method's run is a full ``vla-recover loop`` run (report and plots in ``<work>/<method>/``) seeded from one shared
+base run (demos, base policy, base evaluation), so the methods differ only in what happens in the rounds. Every fleet
+round stops when its operators have spent ``--operator-budget-s`` seconds. Prints one JSON object on its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from vla_recover.config import load_yaml, validate_config
+from vla_recover.loop.config import METHODS, LoopConfig
+from vla_recover.loop.runner import LoopRun
+
+
+class _Lines:
+    """One line per finished step, on stderr-free stdout before the final JSON."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def begin(self, step: str, total: int | None) -> None:
+        pass
+
+    def advance(self, completed: int, status: str = "") -> None:
+        pass
+
+    def end(self, step: str, result: dict[str, Any], reused: bool) -> None:
+        rate = result.get("success_rate")
+        detail = f" success {rate:.2f} {result['ci95']}" if rate is not None else ""
+        print(
+            f"[{self.label}] {step}{' (reused)' if reused else ''} {result.get('wall_s', 0):.0f}s{detail}", flush=True
+        )
+
+
+def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    rounds = summary["rounds"]
+    fleets = [r["fleet"] for r in rounds[1:]]
+    operator_s = sum(sum(f["operator_s"].values()) for f in fleets)
+    fleet_successes = sum(f["successes"] for f in fleets)
+    first, last = fleets[0]["successes_per_robot_hour"], fleets[-1]["successes_per_robot_hour"]
+    current_eval = next(r["eval"] for r in reversed(rounds) if r["policy"] == summary["final"]["policy"])
+    return {
+        "success_per_round": [round(r["eval"]["success_rate"], 4) for r in rounds],
+        "ci95_per_round": [r["eval"]["ci95"] for r in rounds],
+        "promoted": [r["promoted"] for r in rounds[1:]],
+        "final_policy": summary["final"]["policy"],
+        "final_success": current_eval["success_rate"],
+        "final_ci95": current_eval["ci95"],
+        "best_candidate_success": max(r["eval"]["success_rate"] for r in rounds[1:]),
+        "fleet_successes": fleet_successes,
+        "fleet_episodes": sum(f["episodes"] for f in fleets),
+        "interventions": sum(f["interventions"] for f in fleets),
+        "operator_s": round(operator_s, 1),
+        "successes_per_operator_hour": round(fleet_successes / (operator_s / 3600), 2) if operator_s else None,
+        "throughput_first_round": first,
+        "throughput_last_round": last,
+        "throughput_gain_over_base": round(last / first, 3) if first else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=None, help="loop config; default: the embedded quickstart")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--operator-budget-s", type=float, default=150.0, help="operator seconds per fleet round")
+    parser.add_argument("--max-episodes", type=int, default=60, help="fleet episodes per round at most")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--work", type=Path, default=Path("runs/bench_loop"))
+    args = parser.parse_args()
+    methods = [m for m in args.methods.split(",") if m]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        parser.error(f"--methods: unknown {unknown}; valid: {', '.join(METHODS)}")
+    raw: dict[str, Any] = dict(load_yaml(args.config) or {}) if args.config else LoopConfig().model_dump(mode="json")
+    raw["fleet"] = {**raw.get("fleet", {}), "episodes": args.max_episodes, "operator_budget_s": args.operator_budget_s}
+    started = time.perf_counter()
+    base_dir = args.work / "base"
+    base = validate_config(LoopConfig, {**raw, "name": "base", "out": base_dir, "rounds": 0}, source="base")
+    LoopRun(base, _Lines("base")).run()
+    results: dict[str, Any] = {}
+    for method in methods:
+        config = validate_config(
+            LoopConfig,
+            {**raw, "name": method, "out": args.work / method, "method": method, "rounds": args.rounds,
+             "seed_from": base_dir},
+            source=method,
+        )  # fmt: skip
+        method_started = time.perf_counter()
+        summary = LoopRun(config, _Lines(method)).run()
+        results[method] = {**_method_figures(summary), "wall_s": round(time.perf_counter() - method_started, 1)}
+    base_eval = json.loads((base_dir / "summary.json").read_text())["rounds"][0]["eval"]
+    base_rate = base_eval["success_rate"]
+    best = max(results, key=lambda m: results[m]["final_success"]) if results else None
+    figures: dict[str, Any] = {
+        "task": base.task,
+        "rounds": args.rounds,
+        "eval_episodes": base.evaluation.episodes,
+        "eval_seeds": [base.evaluation.seed, base.evaluation.seed + base.evaluation.episodes - 1],
+        "operator_budget_s_per_round": args.operator_budget_s,
+        "base_success": base_rate,
+        "base_ci95": base_eval["ci95"],
+        "methods": results,
+        "best_method": best,
+    }
+    if best is not None:
+        final = results[best]["final_success"]
+        figures["best_vs_base"] = round(final / base_rate, 3) if base_rate else None
+        figures["best_gain_points"] = round(100 * (final - base_rate), 1)
+    if "hitl_bc" in results and results["hitl_bc"]["final_success"]:
+        for method in ("critic_cut", "habc"):
+            if method in results:
+                ratio = results[method]["final_success"] / results["hitl_bc"]["final_success"]
+                figures[f"{method}_vs_hitl_bc"] = round(ratio, 3)
+    figures["wall_s"] = round(time.perf_counter() - started, 1)
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
