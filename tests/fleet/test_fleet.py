@@ -11,6 +11,7 @@ import pytest
 
 from vla_recover.config import ConfigError, validate_config
 from vla_recover.data import EpisodeStore
+from vla_recover.data.schema import ACTORS
 from vla_recover.fleet import FleetConfig, FleetManager, SlotState, build_fleet
 from vla_recover.teleop.devices import ScriptedDevice
 from vla_recover.teleop.lease import LeaseError
@@ -325,3 +326,19 @@ def test_the_fleet_stops_when_the_operator_budget_is_spent(tmp_path: Path) -> No
     summary = fleet.run()
     assert 5.0 <= sum(summary["operator_s"].values()) < 5.0 + 2.0 + 1e-6
     assert summary["episodes"] < 1000
+
+
+class GuidedOvershoot(OvershootingChunks):
+    actor = "guided"
+
+
+def test_a_guided_source_is_recorded_as_the_guided_actor_with_the_episode_tags(tmp_path: Path) -> None:
+    config = fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 8}, episode_tags={"loop_round": 2})
+    build_fleet(config, source=GuidedOvershoot()).run()
+    with EpisodeStore(tmp_path / "store") as store:
+        row = store.episodes()[0]
+        assert row.info["loop_round"] == 2
+        episode = store.episode(row.id)
+        assert set(episode["actor"].tolist()) == {ACTORS.index("guided")}
+        assert not episode["intervention"].any()
+        assert [s.kind for s in store.index.segments(row.id, source="supervision")] == ["autonomous"]

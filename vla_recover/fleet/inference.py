@@ -56,12 +56,16 @@ class PolicyChunks:
         self.version = directory.resolve().name
         self._calls = 0
 
-    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
+    def batch(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> dict[str, np.ndarray]:
+        """The policy's input batch for B observation windows."""
         batch = {
             key: np.stack([np.stack([obs[key.removeprefix("obs.")] for obs in window]) for window in windows])
             for key in self._policy_keys
         }
         if self.policy.config.use_language:
             batch["instruction_embedding"] = self.embedder.embed(instructions)
+        return batch
+
+    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
         self._calls += 1
-        return self.policy.predict_chunk(batch, seed=self._calls)
+        return self.policy.predict_chunk(self.batch(windows, instructions), seed=self._calls)

@@ -35,14 +35,8 @@ class GuidedChunks(PolicyChunks):
         self.guided_chunks = 0
 
     def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
-        batch = {
-            key: np.stack([np.stack([obs[key.removeprefix("obs.")] for obs in window]) for window in windows])
-            for key in self._policy_keys
-        }
-        if self.policy.config.use_language:
-            batch["instruction_embedding"] = self.embedder.embed(instructions)
         self._calls += 1
-        chunks, guided = self.reguide.predict_chunk(self.policy, batch, seed=self._calls)
+        chunks, guided = self.reguide.predict_chunk(self.policy, self.batch(windows, instructions), seed=self._calls)
         self.chunks += len(windows)
         self.guided_chunks += int(guided.sum())
         return chunks
