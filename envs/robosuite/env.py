@@ -85,6 +85,7 @@ class RobosuiteTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     TASK: ClassVar[phases.TaskSpec]
     PHASES: ClassVar[tuple[str, ...]] = ()
     GRIPPER_INDEX: ClassVar[int] = 6
+    CONTROL_HZ: ClassVar[int] = 20  # robosuite's control_freq default; a task_config may set another
     MAX_TRANSLATION: ClassVar[float] = 0.05  # m per unit action (OSC_POSE output_max)
     MAX_ROTATION: ClassVar[float] = 0.5  # rad per unit action
     GRIPPER_OPEN: ClassVar[float] = 0.08  # m between the fingers when fully open

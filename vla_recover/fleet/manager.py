@@ -33,12 +33,11 @@ from vla_recover.teleop.lease import Lease, LeaseError, LeaseManager
 __all__ = ["FleetManager", "Slot"]
 
 S = SlotState
-ACTION_DIM = 5  # the MJCF tasks' end-effector deltas and gripper: [dx, dy, dz, dyaw, grip]
 
 
 def _check_range(actions: np.ndarray, limit: float = 1.0) -> None:
     if np.abs(actions).max() > limit + 1e-6:
-        rows = actions.reshape(-1, ACTION_DIM)
+        rows = actions.reshape(-1, actions.shape[-1])
         worst = rows[np.abs(rows).max(axis=1).argmax()]
         raise ValueError(f"action: out of range [-{limit:g}, {limit:g}]: {np.round(worst, 3).tolist()}")
 
@@ -74,7 +73,8 @@ class FleetManager:
         self.task = resolve_task_name(config.task)
         task_cls = TASKS.get(self.task).load()
         self.phases: tuple[str, ...] = tuple(task_cls.PHASES)
-        self.dt = 1.0 / float(task_cls.CONTROL_HZ)
+        self.dt = 1.0 / float(config.task_config.get("control_freq", task_cls.CONTROL_HZ))
+        self.action_dim = int(task_cls.GRIPPER_INDEX) + 1  # every task's action ends with its gripper command
         self.ticks = 0
         self.ledger = EffortLedger()
         self.leases = LeaseManager(config.lease_ttl_s, clock=self.now)
@@ -303,7 +303,7 @@ class FleetManager:
         slot.lease, slot.device, slot.hold = None, None, False
 
     def _hold_action(self, slot: Slot) -> np.ndarray:
-        hold = np.zeros(ACTION_DIM)
+        hold = np.zeros(self.action_dim)
         hold[-1] = slot.grip
         return hold
 
@@ -349,7 +349,7 @@ class FleetManager:
     def _valid(self, slot: Slot, action: np.ndarray, source: str) -> np.ndarray:
         """A device command, or the hold when it is malformed, NaN or out of range (the rejection is an event)."""
         try:
-            action = checked_action(action, ACTION_DIM)  # the tasks' own shape and NaN/Inf check
+            action = checked_action(action, self.action_dim)  # the tasks' own shape and NaN/Inf check
             _check_range(action)
             return action
         except ValueError as problem:
@@ -365,8 +365,8 @@ class FleetManager:
         """
         try:
             actions = np.asarray(actions, dtype=np.float64)
-            if actions.ndim != 2 or actions.shape[1] != ACTION_DIM:
-                raise ValueError(f"action: expected shape (steps, {ACTION_DIM}), got {actions.shape}")
+            if actions.ndim != 2 or actions.shape[1] != self.action_dim:
+                raise ValueError(f"action: expected shape (steps, {self.action_dim}), got {actions.shape}")
             finite = np.isfinite(actions).all(axis=1)
             if not finite.all():
                 raise ValueError(f"action: contains NaN or Inf: {actions[~finite][0].tolist()}")
@@ -388,7 +388,7 @@ class FleetManager:
         slot.branch_rows.append(len(slot.attempt))
         slot.branch_progress.append(float(info.get("progress", 0.0)))
         slot.attempt.add(slot.obs, action, actor, info)
-        slot.grip = float(action[ACTION_DIM - 1]) if len(action) == ACTION_DIM else slot.grip
+        slot.grip = float(action[self.action_dim - 1]) if len(action) == self.action_dim else slot.grip
         slot.obs, slot.info = obs, info
         slot.history.append(obs)
 
