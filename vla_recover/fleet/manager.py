@@ -21,6 +21,7 @@ from vla_recover.data import EpisodeData, EpisodeStore
 from vla_recover.envs import TASKS, resolve_task_name
 from vla_recover.envs.base import checked_action
 from vla_recover.fleet.accounting import EffortLedger
+from vla_recover.fleet.actions import check_range, clipped_chunk
 from vla_recover.fleet.backends import fake_robot_workers, sim_workers
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
@@ -33,13 +34,6 @@ from vla_recover.teleop.lease import Lease, LeaseError, LeaseManager
 __all__ = ["FleetManager", "Slot"]
 
 S = SlotState
-
-
-def _check_range(actions: np.ndarray, limit: float = 1.0) -> None:
-    if np.abs(actions).max() > limit + 1e-6:
-        rows = actions.reshape(-1, actions.shape[-1])
-        worst = rows[np.abs(rows).max(axis=1).argmax()]
-        raise ValueError(f"action: out of range [-{limit:g}, {limit:g}]: {np.round(worst, 3).tolist()}")
 
 
 @dataclass
@@ -350,33 +344,22 @@ class FleetManager:
         """A device command, or the hold when it is malformed, NaN or out of range (the rejection is an event)."""
         try:
             action = checked_action(action, self.action_dim)  # the tasks' own shape and NaN/Inf check
-            _check_range(action)
+            check_range(action)
             return action
         except ValueError as problem:
             self._reject(slot, source, problem)
             return self._hold_action(slot)
 
     def _valid_chunk(self, slot: Slot, actions: np.ndarray) -> np.ndarray:
-        """A policy's new actions, checked together: one bad action rejects them all and the robot holds.
-
-        A sampled chunk overshooting the action bounds a little is normal for a generative policy (the simulator
-        clips as well): values within ``policy_action_tolerance`` of the bounds are clipped and counted, beyond that
-        the chunk is rejected as broken.
-        """
+        """A policy's new actions, checked together (``fleet.actions``): a broken chunk is rejected whole and the
+        robot holds; a slight overshoot is clipped and counted."""
         try:
-            actions = np.asarray(actions, dtype=np.float64)
-            if actions.ndim != 2 or actions.shape[1] != self.action_dim:
-                raise ValueError(f"action: expected shape (steps, {self.action_dim}), got {actions.shape}")
-            finite = np.isfinite(actions).all(axis=1)
-            if not finite.all():
-                raise ValueError(f"action: contains NaN or Inf: {actions[~finite][0].tolist()}")
-            _check_range(actions, 1.0 + self.config.policy_action_tolerance)
-            outside = np.abs(actions).max(axis=1) > 1.0
-            self.ledger.clipped_actions += int(outside.sum())
-            return np.clip(actions, -1.0, 1.0)
+            chunk, outside = clipped_chunk(actions, self.action_dim, self.config.policy_action_tolerance)
         except ValueError as problem:
             self._reject(slot, "policy", problem)
-            return actions[:0]
+            return np.zeros((0, self.action_dim))
+        self.ledger.clipped_actions += outside
+        return chunk
 
     def _reject(self, slot: Slot, source: str, problem: ValueError) -> None:
         self.ledger.rejected_actions += 1
