@@ -30,7 +30,7 @@ class _RichReporter:
 
     def end(self, step: str, result: dict[str, Any], reused: bool) -> None:
         if self.job is not None:
-            task = self.progress.tasks[-1]
+            task = next(t for t in self.progress.tasks if t.id == self.job)
             self.progress.update(self.job, completed=task.total or task.completed, status="done")
             self.job = None
         console.print(f"[bold]{step}[/bold] {'(from the log) ' if reused else ''}{_headline(result)}")

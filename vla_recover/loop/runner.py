@@ -17,8 +17,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
-
 from vla_recover.data import EpisodeStore
 from vla_recover.loop.config import BASE_FIELDS, LoopConfig
 from vla_recover.loop.promotion import decide
@@ -220,9 +218,7 @@ class LoopRun:
         attempt = self.attempt
         tags = {"loop_round": round_index, "loop_attempt": attempt}
         fleet_config = self.config.fleet_config(self.store_path, Path(policy_dir), round_index, tags)
-        source, guided = None, self.config.method == "reguide"
-        if guided:
-            source = self._guided_source(round_index, policy_dir)
+        source = self._guided_source(round_index, policy_dir) if self.config.method == "reguide" else None
         manager = build_fleet(fleet_config, source)
 
         def on_tick(fleet: Any) -> None:
@@ -351,4 +347,4 @@ class LoopRun:
 def _zero_fraction(train: dict[str, Any]) -> float:
     weights = train["weights"]
     steps = weights.get("steps") or 0
-    return float(np.round(1.0 - weights["nonzero_steps"] / steps, 4)) if steps else 0.0
+    return round(1.0 - weights["nonzero_steps"] / steps, 4) if steps else 0.0

@@ -55,9 +55,7 @@ def retained_steps(store: EpisodeStore, table: StepTable, config: DatasetConfig)
     keep = np.ones(table.n, dtype=bool)
     if config.retention == "none":
         return keep
-    supervision: dict[int, list[tuple[int, int, str]]] = {}
-    for s in store.index.segments(source="supervision"):
-        supervision.setdefault(s.episode, []).append((s.start, s.stop, s.kind))
+    supervision = table.supervision
     critic: dict[int, list[tuple[int, int, str]]] = {}
     if config.retention == "critic":
         for s in store.index.segments(source="critic"):

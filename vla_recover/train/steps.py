@@ -40,6 +40,7 @@ class StepTable:
     episode_success: np.ndarray  # the step's episode succeeded
     outcome_label: np.ndarray  # executed steps: 1/0 outcome when it may reach them, else -1
     state: np.ndarray  # obs.state (n, D) float32
+    supervision: dict[int, list[tuple[int, int, str]]]  # episode id → its supervision segments (episode rows)
 
     @property
     def n(self) -> int:
@@ -126,4 +127,5 @@ def build_step_table(
         episode_success=episode_success,
         outcome_label=label,
         state=np.asarray(store.read(state_key), dtype=np.float32),
+        supervision=segments_by_episode,
     )
