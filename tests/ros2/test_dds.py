@@ -106,3 +106,79 @@ def test_structs_cross_to_ros_message_classes_and_back() -> None:
         ros = to_ros(message, resolve=types.__getitem__)
         assert ros.__msgtype__ == idl.ros_type_name(type(message))
         assert from_ros(ros, type(message)) == message
+
+
+def _write_from_threads_to_readers_in_this_process(config: str, seconds: float, received: object) -> None:
+    """Three Python threads write as fast as they can onto topics this process also reads, and the callbacks do
+    Python work and publish in turn: with Cyclone's listeners this hangs within a second or two."""
+    from vla_recover.ros2.transport import DdsTransport
+
+    writer, reader = DdsTransport(config=config), DdsTransport(config=config)
+    count = [0]
+    answer = reader.publisher("/answers", idl.String)
+
+    def on_message(message: idl.String) -> None:
+        count[0] += sum(range(2000)) > 0
+        answer(message)
+
+    reader.subscribe("/questions", idl.String, on_message)
+    reader.subscribe("/answers", idl.String, on_message)
+    publishers = [writer.publisher("/questions", idl.String), answer, writer.publisher("/questions", idl.String)]
+    time.sleep(0.3)  # discovery inside the process
+    end = time.monotonic() + seconds
+
+    def spam(publish: object) -> None:
+        while time.monotonic() < end:
+            publish(idl.String("how far?"))  # type: ignore[operator]
+
+    threads = [threading.Thread(target=spam, args=(publish,)) for publish in publishers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    writer.close()
+    reader.close()
+    received.value = count[0]  # type: ignore[attr-defined]
+
+
+def test_writes_racing_callbacks_in_one_process_do_not_deadlock() -> None:
+    context = mp.get_context("spawn")
+    received = context.Value("i", 0)
+    child = context.Process(target=_write_from_threads_to_readers_in_this_process, args=(str(LOOPBACK), 3.0, received))
+    child.start()
+    child.join(45)
+    hung = child.is_alive()
+    if hung:
+        child.kill()
+    assert not hung and child.exitcode == 0, "deadlocked" if hung else f"exit code {child.exitcode}"
+    assert received.value > 100
+
+
+def test_a_failing_callback_is_logged_and_a_closed_transport_refuses_new_topics(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from vla_recover.ros2.transport import DdsTransport
+
+    transport = DdsTransport(config=LOOPBACK)
+    received: list[str] = []
+
+    def fail(message: idl.String) -> None:
+        raise RuntimeError("a broken callback")
+
+    transport.subscribe("/chatter", idl.String, fail)
+    transport.subscribe("/chatter", idl.String, lambda message: received.append(message.data))
+    publish = transport.publisher("/chatter", idl.String)
+    time.sleep(0.3)
+    for word in ("one", "two"):
+        publish(idl.String(word))
+    deadline = time.monotonic() + 5
+    while len(received) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert received == ["one", "two"]
+    assert "callback for String failed" in caplog.text
+    started = time.monotonic()
+    transport.close()
+    transport.close()  # twice is harmless
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(RuntimeError, match="/chatter: the transport is closed"):
+        transport.subscribe("/chatter", idl.String, fail)

@@ -7,8 +7,10 @@ its topics as their own. Where rclpy is installed, a transport over rclpy can st
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -16,6 +18,8 @@ from typing import Any, Literal, Protocol
 __all__ = ["DdsTransport", "Transport", "dds_topic"]
 
 Profile = Literal["default", "sensor_data"]
+
+log = logging.getLogger(__name__)
 
 
 class Transport(Protocol):
@@ -44,8 +48,71 @@ def _qos(profile: Profile) -> Any:
                Policy.Durability.Volatile)  # fmt: skip
 
 
+class _Dispatcher:
+    """One thread that waits on a DDS waitset and runs the callbacks of every reader attached to it.
+
+    It holds no reference to its transport, so a transport dropped without close() is still collected, and its
+    finalizer stops this thread.
+    """
+
+    WAKE_PERIOD_S = 0.1  # it also wakes this often, so stop() never waits on a silent graph
+
+    def __init__(self, participant: Any) -> None:
+        from cyclonedds.core import GuardCondition, WaitSet
+
+        self.waitset: Any = WaitSet(participant)
+        self.wake: Any = GuardCondition(participant)
+        self.waitset.attach(self.wake)
+        self.subscriptions: list[tuple[Any, Any, type, Callable[[Any], None]]] = []  # reader, condition, struct, cb
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def add(self, reader: Any, struct: type, callback: Callable[[Any], None]) -> None:
+        from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState
+
+        condition = ReadCondition(reader, SampleState.Any | ViewState.Any | InstanceState.Any)
+        with self.lock:
+            self.waitset.attach(condition)
+            self.subscriptions.append((reader, condition, struct, callback))
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="dds-dispatch", daemon=True)
+                self.thread.start()
+
+    def _run(self) -> None:
+        timeout_ns = int(self.WAKE_PERIOD_S * 1e9)
+        while not self.stopped.is_set():
+            self.waitset.wait(timeout_ns)
+            with self.lock:
+                subscriptions = list(self.subscriptions)
+            for reader, condition, struct, callback in subscriptions:
+                if self.stopped.is_set():
+                    return
+                for sample in reader.take(N=64, condition=condition):
+                    if isinstance(sample, struct):  # invalid samples (disposals) carry no message
+                        self._deliver(callback, sample)
+
+    @staticmethod
+    def _deliver(callback: Callable[[Any], None], message: Any) -> None:
+        try:
+            callback(message)
+        except Exception:  # one bad callback must not stop delivery on every other topic
+            log.exception("callback for %s failed", type(message).__name__)
+
+    def stop(self, join: bool = False) -> None:
+        self.stopped.set()
+        self.wake.set(True)
+        if join and self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout=5.0)
+
+
 class DdsTransport:
-    """Cyclone DDS on ``domain_id``; ``config`` is a Cyclone XML file (e.g. a loopback-only one for tests)."""
+    """Cyclone DDS on ``domain_id``; ``config`` is a Cyclone XML file (e.g. a loopback-only one for tests).
+
+    Callbacks run on one dispatch thread of this transport that waits on a DDS waitset, never on Cyclone's own
+    threads. Cyclone's listeners run Python on its delivery threads, and a write from a thread holding the GIL
+    waits for a listener in progress on a reader in the same process, which waits for the GIL: the process hangs.
+    """
 
     def __init__(self, domain_id: int = 0, config: str | Path | None = None) -> None:
         if config is not None:
@@ -55,10 +122,12 @@ class DdsTransport:
             os.environ["CYCLONEDDS_URI"] = f"file://{path}"
         from cyclonedds.domain import DomainParticipant
 
-        self.participant = DomainParticipant(domain_id)
+        self.participant: Any = DomainParticipant(domain_id)
         self._topics: dict[str, Any] = {}
-        self._entities: list[Any] = []
+        self._writers: list[Any] = []
         self._lock = threading.Lock()
+        self._dispatcher: Any = _Dispatcher(self.participant)
+        weakref.finalize(self, self._dispatcher.stop)
 
     def _topic(self, topic: str, struct: type) -> Any:
         from cyclonedds.topic import Topic
@@ -68,29 +137,37 @@ class DdsTransport:
             self._topics[name] = Topic(self.participant, name, struct)
         return self._topics[name]
 
+    def _check_open(self, topic: str) -> None:
+        if self.participant is None:
+            raise RuntimeError(f"{topic}: the transport is closed")
+
     def publisher(self, topic: str, struct: type, profile: Profile = "default") -> Callable[[Any], None]:
         from cyclonedds.pub import DataWriter
 
-        writer = DataWriter(self.participant, self._topic(topic, struct), qos=_qos(profile))
-        self._entities.append(writer)
+        with self._lock:
+            self._check_open(topic)
+            writer = DataWriter(self.participant, self._topic(topic, struct), qos=_qos(profile))
+            self._writers.append(writer)
         return writer.write
 
     def subscribe(
         self, topic: str, struct: type, callback: Callable[[Any], None], profile: Profile = "default"
     ) -> None:
-        """``callback(message)`` for every message, on Cyclone's listener thread."""
-        from cyclonedds.core import Listener
+        """``callback(message)`` for every message, on this transport's dispatch thread."""
         from cyclonedds.sub import DataReader
 
-        def on_data_available(reader: Any) -> None:
-            for sample in reader.take(N=64):
-                if isinstance(sample, struct):  # invalid samples (disposals) carry no message
-                    callback(sample)
-
-        reader = DataReader(self.participant, self._topic(topic, struct), qos=_qos(profile),
-                            listener=Listener(on_data_available=on_data_available))  # fmt: skip
-        self._entities.append(reader)
+        with self._lock:
+            self._check_open(topic)
+            reader = DataReader(self.participant, self._topic(topic, struct), qos=_qos(profile))
+            self._dispatcher.add(reader, struct, callback)
 
     def close(self) -> None:
-        self._entities.clear()
-        self._topics.clear()
+        """Stops the dispatch thread, then leaves the graph (the participant and everything it made go)."""
+        with self._lock:
+            if self.participant is None:
+                return
+            self._dispatcher.stop(join=True)
+            self._dispatcher = None
+            self._writers.clear()
+            self._topics.clear()
+            self.participant = None  # the last reference: Cyclone deletes the participant and its children
