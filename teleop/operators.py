@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from vla_recover.fleet.progress import smoothed
 from vla_recover.teleop.devices import SimExpertDevice
 
 __all__ = ["FleetAPI", "SimFloorOperator", "SimTeleoperator"]
@@ -34,7 +35,11 @@ class FleetAPI(Protocol):
 
 
 class SimFloorOperator:
-    """Watches every robot; asks for a takeover when a failure is seen (after a reaction delay); resets robots."""
+    """Watches every robot; asks for a takeover when a failure is seen (after a reaction delay); resets robots.
+
+    What it sees is ground truth (an injected failure, progress falling or stalling) or, with the ``critic``
+    detector, the fleet critic's ratings of each robot's progress: a failure predicted from what the robot saw.
+    """
 
     role = "floor"
 
@@ -71,6 +76,8 @@ class SimFloorOperator:
         fleet.ledger.charge(self.role, seconds)
 
     def _failing(self, slot: Any) -> bool:
+        if self.config.detector == "critic":
+            return self._critic_sees_trouble(slot.branch_critic)
         progress = slot.branch_progress
         if not progress:
             return False
@@ -83,6 +90,16 @@ class SimFloorOperator:
             if max(recent) <= progress[-self.config.stall_steps - 1] + 1e-3 and progress[-1] < 1.0:
                 return True
         return False
+
+    def _critic_sees_trouble(self, ratings: list[float]) -> bool:
+        """The critic's smoothed rating fell ``critic_drop`` below its best, or gained too little for too long."""
+        if not ratings:
+            return False
+        curve = smoothed(ratings, self.config.critic_smooth_steps)
+        if curve[-1] < curve.max() - self.config.critic_drop:
+            return True
+        steps = self.config.stall_steps
+        return len(curve) > steps and curve[-steps:].max() < curve[-steps - 1] + self.config.critic_stall_gain
 
 
 class SimTeleoperator:

@@ -30,6 +30,7 @@ def fleet_config(tmp_path: Path, **overrides: Any) -> FleetConfig:
         "task_config": {"horizon": 40},
         "floor_operator": {"enabled": False},
         "teleoperator": {"enabled": False},
+        "run_ahead_steps": 1,  # the step-exact operator tests are in lockstep; run-ahead has tests of its own
     }
     for key, value in overrides.items():
         raw[key] = {**raw[key], **value} if isinstance(value, dict) and key in raw else value
@@ -79,29 +80,84 @@ def test_simulated_operators_take_over_rewind_and_hand_back(tmp_path: Path) -> N
         assert {"takeover_requested", "takeover_granted", "rewind", "takeover_released", "reset"} <= events
 
 
-def run_killing_one_worker(fleet: FleetManager, robot: str, after_steps: int) -> None:
-    """Run the fleet to the end, killing ``robot``'s worker once it has taken ``after_steps`` steps; the very next
-    tick must see the fault and start a reset."""
+def run_killing_one_worker(fleet: FleetManager, robot: str, after_steps: int) -> int:
+    """Run the fleet to the end, killing ``robot``'s worker once it has taken ``after_steps`` steps; the fault is
+    seen once the replies the worker sent before dying have landed (the steps it was running ahead), and a reset
+    starts."""
     fleet.start()
     try:
         tick_until(fleet, lambda: len(fleet.slots[robot].branch_rows) == after_steps)
+        in_flight = len(fleet.slots[robot].pending)
         fleet.slots[robot].worker.kill()
-        fleet.tick()
+        for _ in range(in_flight + 1):
+            fleet.tick()
+            if fleet.slots[robot].state is not S.AUTONOMOUS:
+                break
         assert fleet.slots[robot].state in (S.RESETTING, S.IDLE)
+        kept = len(fleet.slots[robot].branch_rows)  # every step that came back, the reset has not begun
+        assert after_steps <= kept <= after_steps + in_flight
         tick_until(fleet, lambda: fleet.finished)
     finally:
         fleet.close()
+    return kept
 
 
 def test_sigkill_of_a_worker_mid_episode_loses_nothing_else(tmp_path: Path) -> None:
-    run_killing_one_worker(build_fleet(fleet_config(tmp_path, episodes=3, task_config={"horizon": 30})), "sim00", 12)
+    fleet = build_fleet(fleet_config(tmp_path, episodes=3, task_config={"horizon": 30}, run_ahead_steps=3))
+    kept = run_killing_one_worker(fleet, "sim00", 12)
     with EpisodeStore(tmp_path / "store") as store:
         rows = store.episodes()
         aborted = [r for r in rows if r.outcome == "aborted"]
-        assert len(aborted) == 1 and aborted[0].robot == "sim00" and aborted[0].length == 12
+        assert len(aborted) == 1 and aborted[0].robot == "sim00" and aborted[0].length == kept
         assert sorted(r.outcome for r in rows) == ["aborted", "truncated", "truncated"]
         assert [r.length for r in rows if r.outcome == "truncated"] == [30, 30]
         assert any(e.kind == "fault" for e in store.index.events(robot="sim00"))
+
+
+def _stored(store_path: Path) -> list[tuple[str, str, int, np.ndarray, np.ndarray]]:
+    with EpisodeStore(store_path) as store:
+        return [
+            (row.robot, row.outcome, row.length, store.episode(row.id)["obs.state"], store.episode(row.id)["action"])
+            for row in sorted(store.episodes(), key=lambda r: (r.robot, r.id))
+        ]
+
+
+def test_running_ahead_records_exactly_what_lockstep_records(tmp_path: Path) -> None:
+    """Same seeds, same open-loop actions: with steps in flight the fleet stores the same episodes, step for step,
+    and drops what the sims ran past the end of an episode."""
+    for depth in (1, 4):
+        config = fleet_config(
+            tmp_path / f"r{depth}", robots=3, episodes=5, task_config={"horizon": 17}, run_ahead_steps=depth
+        )
+        build_fleet(config).run()
+    lockstep, ahead = _stored(tmp_path / "r1" / "store"), _stored(tmp_path / "r4" / "store")
+    assert [e[:3] for e in ahead] == [e[:3] for e in lockstep] and len(ahead) == 5
+    for (*_, states, actions), (*_, states_ahead, actions_ahead) in zip(lockstep, ahead, strict=True):
+        np.testing.assert_array_equal(states_ahead, states)
+        np.testing.assert_array_equal(actions_ahead, actions)
+
+
+def test_a_takeover_starts_after_the_steps_in_flight_and_sees_the_latest_observation(tmp_path: Path) -> None:
+    fleet = build_fleet(fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 60}, run_ahead_steps=3))
+    fleet.start()
+    slot = fleet.slots["sim00"]
+    tick_until(fleet, lambda: len(slot.branch_rows) == 10)
+    assert len(slot.pending) == 2  # two planned steps already on their way
+    seen: list[dict[str, np.ndarray]] = []
+
+    def command(observation: dict[str, np.ndarray]) -> np.ndarray:
+        seen.append(observation)
+        return np.array([0.0, 0.5, 0.0, 0.0, -1.0])
+
+    fleet.grant_takeover("sim00", "alice", ScriptedDevice(command))
+    for _ in range(2):  # the steps in flight land as the policy's
+        fleet.tick()
+    assert not seen and len(slot.branch_rows) == 12 and not slot.pending
+    fleet.tick()  # the first command, read from the observation after the last step in flight
+    assert slot.attempt is not None and slot.attempt.segments == [(0, 12, "autonomous"), (12, 13, "intervention")]
+    np.testing.assert_array_equal(seen[0]["state"], slot.attempt.rows[12]["obs.state"])
+    assert slot.attempt.rows[11]["actor"] == "policy" and slot.attempt.rows[12]["actor"] == "human"
+    fleet.close()
 
 
 class ScriptedChunks:

@@ -97,10 +97,15 @@ class ProgressCritic:
         return tuple(k for k in (self.config.state_key, self.config.image_key) if k)
 
     def tensors(
-        self, steps: dict[str, np.ndarray], instruction: str, where: str = "episode", check_finite: bool = True
+        self,
+        steps: dict[str, np.ndarray],
+        instruction: str | list[str],
+        where: str = "episode",
+        check_finite: bool = True,
     ) -> dict[str, torch.Tensor]:
-        """The net's inputs for ``steps`` (arrays with one row per step); NaN or a wrong shape is a clear error
-        (``check_finite=False`` for data already checked, as training batches are)."""
+        """The net's inputs for ``steps`` (arrays with one row per step) under one instruction, or one per row;
+        NaN or a wrong shape is a clear error (``check_finite=False`` for data already checked, as training batches
+        are)."""
         batch: dict[str, torch.Tensor] = {}
         length = None
         for key in self.input_keys:
@@ -114,14 +119,18 @@ class ProgressCritic:
                 raise ValueError(f"{where}: {key} is NaN or Inf at step {bad}")
             batch[key] = torch.as_tensor(values if key == self.config.image_key else values.astype(np.float32))
             length = len(values)
-        if self.config.use_language:
+        if self.config.use_language and isinstance(instruction, list):
+            if len(instruction) != length:
+                raise ValueError(f"{where}: {len(instruction)} instructions for {length} steps")
+            batch["instruction_embedding"] = torch.as_tensor(self.embedder.embed(instruction), dtype=torch.float32)
+        elif self.config.use_language:
             embedding = torch.as_tensor(self.embedder.embed([instruction])[0], dtype=torch.float32)
             batch["instruction_embedding"] = embedding.expand(length or 1, -1)
         return batch
 
     @torch.no_grad()
-    def predict(self, steps: dict[str, np.ndarray], instruction: str, where: str = "episode") -> np.ndarray:
-        """Progress in [0, 1] for every step."""
+    def predict(self, steps: dict[str, np.ndarray], instruction: str | list[str], where: str = "episode") -> np.ndarray:
+        """Progress in [0, 1] for every step (one instruction for all, or one per step)."""
         self.net.eval()
         batch = self.tensors(steps, instruction, where)
         logits, _ = self.net(batch)

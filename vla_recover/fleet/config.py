@@ -16,11 +16,22 @@ class FloorOperatorConfig(FrozenConfig):
     """The simulated floor operator: watches every robot, asks for takeovers, resets finished robots."""
 
     enabled: bool = True
-    detector: Literal["ground_truth", "stall", "both"] = "both"
+    detector: Literal["ground_truth", "stall", "both", "critic"] = Field(
+        default="both",
+        description="ground_truth: an injected failure or progress falling; stall: no progress gain; both; critic: "
+        "the fleet's critic (FleetConfig.critic) rating the robot's progress falling, or stalling",
+    )
     reaction_s: float = Field(default=1.0, ge=0.0, description="from a failure to the takeover request")
     request_cost_s: float = Field(default=2.0, ge=0.0, description="operator time per takeover request")
     reset_s: float = Field(default=8.0, ge=0.0, description="operator (and robot) time per reset")
     stall_steps: int = Field(default=60, ge=1, description="no progress gain for this many steps counts as a stall")
+    critic_drop: float = Field(
+        default=0.15, gt=0.0, le=1.0, description="critic detector: smoothed rating this far below its best so far"
+    )
+    critic_smooth_steps: int = Field(default=5, ge=1, le=1000, description="critic detector: trailing mean")
+    critic_stall_gain: float = Field(
+        default=0.02, ge=0.0, le=1.0, description="critic detector: less gain than this over stall_steps is a stall"
+    )
 
 
 class TeleoperatorConfig(FrozenConfig):
@@ -56,6 +67,13 @@ class FleetConfig(FrozenConfig):
         description="ask for the next chunk this many actions before the current one runs out; the robot keeps "
         "executing those while the forward runs, and the new chunk joins in step",
     )
+    run_ahead_steps: int = Field(
+        default=4,
+        ge=1,
+        le=16,
+        description="steps a sim worker may be ahead of the manager on actions the policy already planned (it steps "
+        "while the manager records); 1 is lockstep. A takeover starts after the steps in flight",
+    )
     policy_action_tolerance: float = Field(
         default=1.0,
         ge=0.0,
@@ -75,6 +93,15 @@ class FleetConfig(FrozenConfig):
     )
     ray_address: str | None = Field(default=None, description="Ray cluster to join ('auto': local); None: start one")
     rewind_capacity: int = Field(default=200, ge=1, le=100_000)
+    critic: Path | None = Field(
+        default=None,
+        description="a progress critic checkpoint: it rates every step, drives the floor operator's 'critic' "
+        "detector and picks in-distribution rewind targets; None: ground-truth progress (sim only)",
+    )
+    critic_smooth_steps: int = Field(default=5, ge=1, le=1000, description="trailing mean over the critic's ratings")
+    critic_tolerance: float = Field(
+        default=0.02, ge=0.0, le=1.0, description="a rewind target is rated within this of the branch's best"
+    )
     store_every_s: float = Field(
         default=2.0,
         ge=0.0,
@@ -95,4 +122,6 @@ class FleetConfig(FrozenConfig):
             raise ValueError("robots / fake_robots: a fleet needs at least one robot")
         if (self.policy is None) == (self.constant_action is None):
             raise ValueError("policy / constant_action: give exactly one (a checkpoint directory or an action)")
+        if self.floor_operator.detector == "critic" and self.critic is None:
+            raise ValueError("floor_operator.detector: 'critic' needs critic (a critic checkpoint directory)")
         return self

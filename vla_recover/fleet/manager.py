@@ -3,7 +3,9 @@
 Each control tick: expired leases put their robots in hold; simulated operators act through the same API a
 console uses; every autonomous robot whose action chunk ran out gets a new one from a single batched forward;
 every moving robot is stepped (all workers in parallel); steps are recorded into the robot's attempt; finished
-attempts are stored with their supervision segments. The clock is sim time (``ticks * control period``), so
+attempts are stored with their supervision segments. Requests travel without blocking the tick: a sim may run up
+to ``run_ahead_steps`` planned policy steps ahead of what the manager has recorded, and a reset is sent with a
+tick's steps and lands with their replies. The clock is sim time (``ticks * control period``), so
 operator costs and waiting times are measured in the same seconds as the robots' work.
 """
 
@@ -26,6 +28,7 @@ from vla_recover.fleet.backends import fake_robot_workers, sim_workers
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
 from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunks
+from vla_recover.fleet.progress import CriticRater, last_in_distribution
 from vla_recover.fleet.states import MOVING, SlotMachine, SlotState
 from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied
 from vla_recover.teleop.devices import DeviceDisconnected, RemoteDevice, TeleopDevice
@@ -43,11 +46,14 @@ class Slot:
     worker: Worker
     history: deque[dict[str, np.ndarray]]
     plan: deque[np.ndarray] = field(default_factory=deque)
+    # requests in flight, oldest first: ("step", action, actor), ("reset", seed), or None for a reply to drop
+    pending: deque[tuple[Any, ...] | None] = field(default_factory=deque)
     obs: dict[str, np.ndarray] | None = None
     info: dict[str, Any] = field(default_factory=dict)
     attempt: AttemptBuffer | None = None
     branch_rows: list[int] = field(default_factory=list)  # attempt row of each env step on the current branch
-    branch_progress: list[float] = field(default_factory=list)
+    branch_progress: list[float] = field(default_factory=list)  # ground truth after each step of the branch
+    branch_critic: list[float] = field(default_factory=list)  # the critic's rating of each step's observation
     device: TeleopDevice | None = None
     lease: Lease | None = None
     hold: bool = False  # a teleop robot with no valid command holds still
@@ -78,6 +84,8 @@ class FleetManager:
             else PolicyChunks(config.policy, config.compile_policy)  # type: ignore[arg-type]
         )
         self.autonomous_actor: str = getattr(self.source, "actor", "policy")  # "guided" for a guided source
+        recorded = [f"obs.{key}" for key in self.source.obs_keys]
+        self.critic = CriticRater(config.critic, recorded) if config.critic is not None else None
         self.store = EpisodeStore(config.store, mode="a")
         self._episodes_started = 0
         self._unstored: list[EpisodeData] = []  # finished attempts not yet written: stored in batches
@@ -164,6 +172,10 @@ class FleetManager:
         """Restore the robot to ``steps`` back, or (None) to its last in-distribution state; returns steps undone."""
         slot = self.slot(robot)
         lease = self._checked_lease(slot, token)
+        self._drain(slot)
+        if slot.state is not S.TELEOP:  # the steps still in flight ended the attempt
+            return 0
+        self._rate_new_steps()
         here = len(slot.branch_rows)
         oldest = max(0, here - self.config.rewind_capacity)
         target = here - steps if steps is not None else self._last_in_distribution(slot)
@@ -177,7 +189,7 @@ class FleetManager:
             self._fault(slot, str(exc))
             return 0
         slot.attempt.add_rewind(list(reversed(slot.branch_rows[target:])))
-        del slot.branch_rows[target:], slot.branch_progress[target:]
+        del slot.branch_rows[target:], slot.branch_progress[target:], slot.branch_critic[target:]
         slot.obs, slot.info = obs, info
         slot.machine.to(S.TELEOP, "rewound")
         self.ledger.rewinds += 1
@@ -249,33 +261,67 @@ class FleetManager:
             operator.act(self)
         self._finish_resets()
         self._plan_chunks()
-        moving = [s for s in self.slots.values() if s.state in MOVING and not s.paused and s.obs is not None]
-        actions = {s.robot: self._next_action(s) for s in moving}
-        for slot in moving:
-            try:
-                slot.worker.send("step", actions[slot.robot][0])
-            except WorkerDied as exc:
-                self._fault(slot, str(exc))
-        for worker in {id(s.worker): s.worker for s in moving}.values():
+        for slot in self.slots.values():
+            self._dispatch(slot)
+        for worker in {id(s.worker): s.worker for s in self.slots.values() if s.pending}.values():
             with contextlib.suppress(WorkerDied):  # each of its slots finds out on receive
                 worker.flush()
-        for slot in moving:
-            if slot.state is S.FAULT:
-                continue
-            try:
-                obs, info, terminated, truncated, taken = slot.worker.receive()
-            except WorkerDied as exc:
-                self._fault(slot, str(exc))
-                continue
-            self._record(slot, taken, actions[slot.robot][1], obs, info)
-            if terminated or truncated:
-                self._end_attempt(slot, "success" if info.get("is_success") else "truncated")
+        for slot in self.slots.values():
+            if slot.pending:
+                self._consume(slot)
+        self._rate_new_steps()
         for slot in self.slots.values():
             self.ledger.robot_s += self.dt
             if slot.state in (S.TAKEOVER_REQUESTED, S.EPISODE_DONE) or (slot.state is S.TELEOP and slot.hold):
                 self.ledger.robot_waiting_s += self.dt
         self._store_finished()
         self.ticks += 1
+
+    def _dispatch(self, slot: Slot) -> None:
+        """Send this tick's step, and let a sim run ahead on actions the policy has already planned.
+
+        A robot executes its chunk while the manager records what came back, as an arm runs its trajectory while the
+        next one is computed: up to ``run_ahead_steps`` steps are in flight. Only planned policy actions run ahead; a
+        teleop command waits until the steps in flight have landed, so it is read from the latest observation.
+        """
+        if slot.state not in MOVING or slot.paused or slot.obs is None:
+            return
+        try:
+            if not slot.pending:
+                action, actor = self._next_action(slot)
+                slot.worker.send("step", action)
+                slot.pending.append(("step", action, actor))
+            depth = self.config.run_ahead_steps if slot.worker.runs_ahead else 1
+            while len(slot.pending) < depth and slot.plan and slot.state is not S.TELEOP:
+                action = slot.plan.popleft()
+                slot.worker.send("step", action)
+                slot.pending.append(("step", action, self.autonomous_actor))
+        except WorkerDied as exc:
+            self._fault(slot, str(exc))
+
+    def _consume(self, slot: Slot) -> None:
+        """The reply to the slot's oldest request in flight: a step is recorded (or dropped when its attempt is
+        already over), a reset makes the slot idle."""
+        entry = slot.pending.popleft()
+        try:
+            reply = slot.worker.receive()
+        except WorkerDied as exc:
+            self._fault(slot, str(exc))
+            return
+        if entry is None:
+            return
+        if entry[0] == "reset":
+            self._reset_done(slot, entry[1], *reply)
+            return
+        obs, info, terminated, truncated, taken = reply
+        self._record(slot, taken, entry[2], obs, info)
+        if terminated or truncated:
+            self._end_attempt(slot, "success" if info.get("is_success") else "truncated")
+
+    def _drain(self, slot: Slot) -> None:
+        """Land every step in flight, before a request that needs the sim where the manager thinks it is."""
+        while slot.pending:  # a fault empties it
+            self._consume(slot)
 
     # -- internals ----------------------------------------------------------------------------------------------
     def _checked_lease(self, slot: Slot, token: str) -> Lease:
@@ -320,9 +366,8 @@ class FleetManager:
             windows = [s.history for s in group]
             chunks = self.source.predict(windows, [s.attempt.instruction if s.attempt else "" for s in group])
             for slot, chunk in zip(group, chunks, strict=True):
-                fresh = self._valid_chunk(
-                    slot, chunk[len(slot.plan) : max(self.source.action_exec, len(slot.plan) + 1)]
-                )
+                queued = len(slot.pending) + len(slot.plan)  # already on their way after the observation
+                fresh = self._valid_chunk(slot, chunk[queued : max(self.source.action_exec, queued + 1)])
                 slot.plan.extend(fresh)
 
     def _next_action(self, slot: Slot) -> tuple[np.ndarray | None, str]:
@@ -381,13 +426,26 @@ class FleetManager:
         slot.history.extend([slot.obs] * self.source.obs_horizon)  # type: ignore[list-item]
 
     def _last_in_distribution(self, slot: Slot) -> int:
-        """The latest step at which ground-truth progress was at its best so far: before things went wrong."""
-        progress = np.asarray(slot.branch_progress)
-        if progress.size == 0:
-            return 0
-        best = np.maximum.accumulate(progress)
-        rising = np.flatnonzero(progress >= best - 1e-6)
-        return int(rising[-1]) + 1 if rising.size else 0
+        """The state to rewind to: where the critic rated the branch at its best (the state that step started
+        from), or without a critic, where ground-truth progress was at its best (the state after that step)."""
+        if self.critic is not None:
+            smooth, tolerance = self.config.critic_smooth_steps, self.config.critic_tolerance
+            return last_in_distribution(slot.branch_critic, tolerance, smooth) if slot.branch_critic else 0
+        return last_in_distribution(slot.branch_progress) + 1 if slot.branch_progress else 0
+
+    def _rate_new_steps(self) -> None:
+        """The critic's rating of every step recorded since it last looked, all robots in one forward."""
+        if self.critic is None:
+            return
+        rows, owners = [], []
+        for slot in self.slots.values():
+            if slot.attempt is not None:
+                for index in slot.branch_rows[len(slot.branch_critic) :]:
+                    rows.append(slot.attempt.rows[index])
+                    owners.append(slot)
+        ratings = self.critic.rate(rows, [slot.attempt.instruction for slot in owners])  # type: ignore[union-attr]
+        for slot, rating in zip(owners, ratings, strict=True):
+            slot.branch_critic.append(float(rating))
 
     def _begin_reset(self, slot: Slot, reason: str, seconds: float = 0.0) -> None:
         slot.machine.to(S.RESETTING, reason)
@@ -399,25 +457,30 @@ class FleetManager:
                 self._begin_reset(slot, "automatic reset")
             if slot.state is S.IDLE and slot.needs_reset:
                 self._begin_reset(slot, "reset before the next episode")
-            if slot.state is S.RESETTING and slot.busy_until <= self.now():
-                self._reset_worker(slot)
+            resetting = any(entry is not None and entry[0] == "reset" for entry in slot.pending)
+            if slot.state is S.RESETTING and slot.busy_until <= self.now() and not resetting:
+                self._send_reset(slot)
             if slot.state is S.IDLE and not slot.needs_reset and self._episodes_started < self.config.episodes:
                 self._start_attempt(slot)
 
-    def _reset_worker(self, slot: Slot) -> None:
+    def _send_reset(self, slot: Slot) -> None:
+        """Queue the reset with this tick's requests; the slot is idle once the reply lands (`_reset_done`)."""
         seed = self._next_seed
+        self._next_seed += 1
         try:
-            obs, info = slot.worker.call("reset", seed)
+            slot.worker.send("reset", seed)
         except WorkerDied as exc:
             self._fault(slot, str(exc))
             return
-        self._next_seed += 1
+        slot.pending.append(("reset", seed))
+
+    def _reset_done(self, slot: Slot, seed: int, obs: dict[str, Any], info: dict[str, Any]) -> None:
         slot.obs, slot.info, slot.needs_reset = obs, info, False
         slot.attempt = AttemptBuffer(
             self.task, slot.robot, info.get("instruction", ""), seed, self.phases, self.source.obs_keys, self.dt,
             policy_version=self.source.version,
         )  # fmt: skip
-        slot.branch_rows, slot.branch_progress = [], []
+        slot.branch_rows, slot.branch_progress, slot.branch_critic = [], [], []
         slot.machine.to(S.IDLE, "reset done")
 
     def _start_attempt(self, slot: Slot) -> None:
@@ -431,6 +494,7 @@ class FleetManager:
         attempt, slot.attempt = slot.attempt, None
         slot.needs_reset = True
         slot.plan.clear()
+        slot.pending = deque([None] * len(slot.pending))  # steps still in flight land in no attempt
         if slot.machine.can(S.EPISODE_DONE):
             slot.machine.to(S.EPISODE_DONE, outcome)
         self._drop_lease(slot)
@@ -460,6 +524,7 @@ class FleetManager:
         self.event("fault", "fleet", {"reason": reason}, slot.robot)
         self._end_attempt(slot, "aborted", reason=reason)
         slot.machine.to(S.FAULT, reason)
+        slot.pending.clear()  # the restarted worker answers nothing it was sent before
         slot.worker.restart()
         slot.needs_reset = True
         self._begin_reset(slot, "worker restarted")

@@ -18,7 +18,7 @@ import abc
 import contextlib
 import multiprocessing as mp
 import os
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict, deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -36,6 +36,7 @@ class Worker(abc.ABC):
     """
 
     name: str
+    runs_ahead = False  # whether requests may queue up: replies then come back in order, one per request
 
     @abc.abstractmethod
     def start(self) -> None: ...
@@ -172,7 +173,7 @@ def _serve(connection: Connection, spec: SimWorkerSpec, size: int) -> None:
             if batch is None:
                 break
             connection.send([(index, cores[index].handle(request)) for index, request in batch])
-    except (EOFError, KeyboardInterrupt):
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the manager is gone, or closed with steps in flight
         pass
     finally:
         for core in cores:
@@ -194,7 +195,7 @@ class WorkerProcess:
         self.generation = 0
         self._connection: Connection | None = None
         self._pending: list[tuple[int, tuple[Any, ...]]] = []
-        self._replies: dict[int, Any] = {}
+        self._replies: dict[int, deque[Any]] = defaultdict(deque)  # per slot, in request order
         self._open_slots = size
         self.start()
 
@@ -225,18 +226,16 @@ class WorkerProcess:
 
     def reply(self, index: int, timeout: float) -> Any:
         self.flush()
-        if index not in self._replies:
+        while not self._replies[index]:
             assert self._connection is not None
             try:
                 if not self._connection.poll(timeout):
                     raise WorkerDied(f"{self.name}: no reply within {timeout} s")
-                self._replies.update(self._connection.recv())
+                for slot, reply in self._connection.recv():
+                    self._replies[slot].append(reply)
             except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as exc:
                 raise WorkerDied(f"{self.name}: {exc or 'pipe closed'}") from exc
-        try:
-            return self._replies.pop(index)
-        except KeyError:
-            raise WorkerDied(f"{self.name}: no request of slot {index} was pending") from None
+        return self._replies[index].popleft()
 
     def restart(self) -> None:
         self.stop(graceful=False)
@@ -265,6 +264,8 @@ class WorkerProcess:
 
 class WorkerHandle(Worker):
     """The manager's end of one slot's sim: slot ``index`` of a `WorkerProcess` (its own process by default)."""
+
+    runs_ahead = True
 
     def __init__(self, spec: SimWorkerSpec, name: str, process: WorkerProcess | None = None, index: int = 0) -> None:
         self.spec, self.name = spec, name

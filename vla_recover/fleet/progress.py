@@ -1,0 +1,57 @@
+"""How far along each robot is: ground-truth progress in sim, or a trained critic's rating of what it saw.
+
+The floor operator watches these curves for failures and stalls, and an in-distribution rewind goes back to the
+last state on the current branch where the curve was at its best. In sim, ground truth is there from the start; a
+critic (``FleetConfig.critic``) works on real robots too, and is what the loop trains each round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CriticRater", "last_in_distribution", "smoothed"]
+
+
+def smoothed(curve: Sequence[float], steps: int) -> np.ndarray:
+    """Trailing mean over ``steps`` (fewer at the start): the value at t uses only what was seen by t."""
+    values = np.asarray(curve, dtype=np.float64)
+    if values.size == 0 or steps <= 1:
+        return values
+    sums = np.cumsum(np.concatenate([[0.0], values]))
+    starts = np.maximum(np.arange(1, values.size + 1) - steps, 0)
+    return (sums[1:] - sums[starts]) / (np.arange(1, values.size + 1) - starts)
+
+
+def last_in_distribution(curve: Sequence[float], tolerance: float = 1e-6, smooth_steps: int = 1) -> int:
+    """The index of the latest value within ``tolerance`` of the best so far (``0`` for an empty curve)."""
+    values = smoothed(curve, smooth_steps)
+    if values.size == 0:
+        return 0
+    at_best = np.flatnonzero(values >= np.maximum.accumulate(values) - tolerance)
+    return int(at_best[-1])
+
+
+class CriticRater:
+    """A progress critic rating each recorded step's observation, every robot's new steps in one forward."""
+
+    def __init__(self, directory: str | Path, recorded_keys: Sequence[str]) -> None:
+        from vla_recover.critic.model import ProgressCritic
+
+        self.directory = Path(directory)
+        self.critic = ProgressCritic.load(self.directory)
+        missing = [key for key in self.critic.input_keys if key not in recorded_keys]
+        if missing:
+            raise ValueError(
+                f"critic: {self.directory} reads {missing[0]}, but the fleet records only {', '.join(recorded_keys)}"
+            )
+
+    def rate(self, rows: list[dict[str, Any]], instructions: list[str]) -> np.ndarray:
+        """Progress in [0, 1] for each recorded row (the observation the step was taken in)."""
+        if not rows:
+            return np.zeros(0, dtype=np.float32)
+        steps = {key: np.stack([row[key] for row in rows]) for key in self.critic.input_keys}
+        return self.critic.predict(steps, instructions, where="fleet")
