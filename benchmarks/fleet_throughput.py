@@ -3,8 +3,9 @@
 Rows per robot count: (a) ``limit``: the same env worker processes stepping a constant action with no fleet logic,
 one process per robot, and ``limit_per_core``: laid out as one process per core; (b) ``fleet_constant`` and
 ``fleet_constant_per_core``: the fleet manager (state machines, recording, events, rewind checkpoints) with a
-constant-action policy, in the same two layouts (``robots_per_process``); ``fleet_vs_limit`` is the better fleet
-layout over the better free-running one;
+constant-action policy, in the same two layouts (``robots_per_process``), sims running up to ``run_ahead_steps``
+(the config's default) planned steps ahead, and ``fleet_constant_lockstep``: the per-core layout in lockstep
+(``run_ahead_steps: 1``); ``fleet_vs_limit`` is the better fleet layout over the better free-running one;
 (c) ``fleet_policy_batched`` / ``fleet_policy_unbatched``: the fleet with a small diffusion policy, one forward per
 tick for all robots vs one per robot; (d) ``async_vector_env``: gymnasium's AsyncVectorEnv on the same envs.
 Last line: one JSON object.
@@ -145,6 +146,10 @@ def main() -> None:
                 "limit_per_core": measure_limit(args.task, n, grouped, args.horizon, args.seconds),
                 "fleet_constant_per_core": measure_fleet(
                     args.task, n, args.horizon, args.seconds, Path(tmp) / f"g{n}", robots_per_process=grouped
+                ),
+                "fleet_constant_lockstep": measure_fleet(
+                    args.task, n, args.horizon, args.seconds, Path(tmp) / f"l{n}", robots_per_process=grouped,
+                    run_ahead_steps=1,
                 ),
                 "fleet_policy_batched": measure_fleet(
                     args.task, n, args.horizon, args.seconds, Path(tmp) / f"b{n}", policy=str(policy),

@@ -294,6 +294,17 @@ def test_next_chunk_is_asked_for_early_and_joins_in_step(tmp_path: Path) -> None
     assert source.calls == 4  # every 3 ticks, one action ahead of running out
 
 
+def test_running_ahead_a_new_chunk_skips_the_steps_in_flight_and_still_yields_a_full_window(tmp_path: Path) -> None:
+    config = fleet_config(tmp_path, robots=1, episodes=1, run_ahead_steps=3, task_config={"horizon": 12})
+    source = CountingChunks()
+    FleetManager(config, source=source).run()
+    with EpisodeStore(tmp_path / "store") as store:
+        used = [round(float(x), 2) for x in store.episode(0)["action"][:, 0]]
+    # each later chunk is planned while two steps are in flight: it starts two actions in, four actions long
+    assert used == [0.1, 0.11, 0.12, 0.13, 0.22, 0.23, 0.24, 0.25, 0.32, 0.33, 0.34, 0.35]
+    assert source.calls == 4
+
+
 def test_estop_stops_every_robot_stores_their_attempts_and_clearing_resets(tmp_path: Path) -> None:
     fleet = FleetManager(fleet_config(tmp_path, robots=2, episodes=4, task_config={"horizon": 60}))
     fleet.start()

@@ -366,8 +366,11 @@ class FleetManager:
             windows = [s.history for s in group]
             chunks = self.source.predict(windows, [s.attempt.instruction if s.attempt else "" for s in group])
             for slot, chunk in zip(group, chunks, strict=True):
-                queued = len(slot.pending) + len(slot.plan)  # already on their way after the observation
-                fresh = self._valid_chunk(slot, chunk[queued : max(self.source.action_exec, queued + 1)])
+                # the steps in flight were sent after this observation: they shift the executed window of the
+                # chunk (a chunk yields as many fresh actions as in lockstep); the queued plan overlaps its start
+                flying, planned = len(slot.pending), len(slot.plan)
+                window = chunk[flying + planned : flying + max(self.source.action_exec, planned + 1)]
+                fresh = self._valid_chunk(slot, window)
                 slot.plan.extend(fresh)
 
     def _next_action(self, slot: Slot) -> tuple[np.ndarray | None, str]:
