@@ -79,6 +79,8 @@ def test_debug_loop_runs_two_rounds_and_resumes_after_a_kill(tmp_path: Path) -> 
     # each round trained on the demos plus every finished fleet round, never on a killed step's leftovers
     r1, r2 = summary["rounds"][1], summary["rounds"][2]
     assert r2["fleet"]["episodes"] == 4 and r1["segments"]
+    # round 2's floor operator watched the critic trained in round 1
+    assert r1["fleet"]["critic"] is None and Path(r2["fleet"]["critic"]) == run / "critics" / "round_1"
 
 
 def test_a_run_folder_refuses_a_different_config(tmp_path: Path) -> None:

@@ -540,6 +540,7 @@ class FleetManager:
             "sim_s": round(self.now(), 2),
             "wall_s": round(wall_s, 2),
             "control_steps_per_s": round(self.ticks * len(self.slots) / wall_s, 1) if wall_s else None,
+            "critic": str(self.critic.directory) if self.critic is not None else None,
             **self.ledger.summary(),
         }
 

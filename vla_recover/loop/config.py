@@ -103,6 +103,11 @@ class LoopConfig(FrozenConfig):
         description="FleetConfig fields (robots, operators, ...)",
     )
     fleet_seed_stride: int = Field(default=1000, ge=1, description="round r's fleet starts at seed + r * stride")
+    fleet_critic: Literal["none", "previous_round"] = Field(
+        default="previous_round",
+        description="previous_round: from round 2 on, the floor operator watches the critic trained in the round "
+        "before (detector 'critic', which also picks rewind targets); none: ground truth in every round",
+    )
     critic: dict[str, Any] = Field(
         default_factory=lambda: {"steps": 600, "batch_size": 128}, description="CriticTrainConfig fields"
     )
@@ -126,12 +131,16 @@ class LoopConfig(FrozenConfig):
         raw = {**self.base_train, **(self.retrain if retrain else {})}
         return validate_config(TrainConfig, {**raw, "data": data, "out": out, **loop_fields}, source="loop train")
 
-    def fleet_config(self, store: Path, policy: Path, round_index: int, tags: dict[str, Any]) -> FleetConfig:
+    def fleet_config(
+        self, store: Path, policy: Path, round_index: int, tags: dict[str, Any], critic: Path | None = None
+    ) -> FleetConfig:
         raw = {
             **self.fleet,
             "task": self.task,
             "task_config": {**self.task_config, **self.fleet.get("task_config", {})},
         }
+        if critic is not None:
+            raw.update(critic=critic, floor_operator={**self.fleet.get("floor_operator", {}), "detector": "critic"})
         raw["seed"] = int(self.fleet.get("seed", 0)) + round_index * self.fleet_seed_stride
         raw.update(store=store, policy=policy, constant_action=None, episode_tags=tags)
         return validate_config(FleetConfig, raw, source="loop fleet")

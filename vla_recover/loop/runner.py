@@ -217,7 +217,10 @@ class LoopRun:
 
         attempt = self.attempt
         tags = {"loop_round": round_index, "loop_attempt": attempt}
-        fleet_config = self.config.fleet_config(self.store_path, Path(policy_dir), round_index, tags)
+        critic = None
+        if self.config.fleet_critic == "previous_round" and round_index > 1:
+            critic = self._critic_dir(round_index - 1)
+        fleet_config = self.config.fleet_config(self.store_path, Path(policy_dir), round_index, tags, critic)
         source = self._guided_source(round_index, policy_dir) if self.config.method == "reguide" else None
         manager = build_fleet(fleet_config, source)
 
@@ -254,13 +257,16 @@ class LoopRun:
         directory = reguide.save(self.dir / "reguide" / f"round_{round_index}")
         return GuidedChunks(Path(policy_dir), directory)
 
+    def _critic_dir(self, round_index: int) -> Path:
+        return self.dir / "critics" / f"round_{round_index}"
+
     def _critic(self, round_index: int, episode_ids: list[int]) -> dict[str, Any]:
         from vla_recover.config import validate_config
         from vla_recover.critic.label import label_store
         from vla_recover.critic.train import CriticTrainConfig, train_critic
 
         config = validate_config(CriticTrainConfig, self.config.critic, source="loop critic")
-        critic_dir = self.dir / "critics" / f"round_{round_index}"
+        critic_dir = self._critic_dir(round_index)
         metrics = train_critic(self.store_path, critic_dir, config, lambda s, _: self.reporter.advance(s))
         label_store(self.store_path, critic_dir, self.config.segmenter)
         steps: dict[str, int] = {}
