@@ -373,7 +373,8 @@ def test_remote_commands_need_the_lease_and_are_checked(tmp_path: Path) -> None:
         fleet.tick()  # no new command: hold
         with pytest.raises(LeaseError, match="no valid lease"):
             fleet.command("sim00", "forged-token", [0.0, 0.0, 0.0, 0.0, 1.0])
-        fleet.command("sim00", lease.token, [np.inf, 0.0, 0.0, 0.0, -1.0])
+        with pytest.raises(ValueError, match="action: "):
+            fleet.command("sim00", lease.token, [np.inf, 0.0, 0.0, 0.0, -1.0])
         fleet.tick()
         actions = np.stack([row["action"] for row in fleet.slots["sim00"].attempt.rows[-3:]])  # type: ignore[union-attr]
         np.testing.assert_allclose(actions, [[0, 0.6, 0, 0, -1], [0, 0, 0, 0, -1], [0, 0, 0, 0, -1]])

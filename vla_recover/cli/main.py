@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from vla_recover.cli import collect, fleet, loop, tasks, train
+from vla_recover.cli.console_cmd import console_app
 from vla_recover.cli.critic import critic_app, label
 from vla_recover.cli.interop import export_app, import_app
 from vla_recover.cli.ros2 import ros2_app
@@ -30,6 +31,7 @@ app.add_typer(critic_app, name="critic")
 app.command("label")(label)
 app.command("loop")(loop.loop)
 app.add_typer(ros2_app, name="ros2")
+app.add_typer(console_app, name="console")
 
 
 if __name__ == "__main__":

@@ -141,9 +141,10 @@ class FleetManager:
     def grant_takeover(self, robot: str, operator: str, device: TeleopDevice) -> Lease:
         """Give ``operator`` an exclusive lease on ``robot``; its device drives the robot from the next tick."""
         slot = self.slot(robot)
-        if slot.state not in (S.TAKEOVER_REQUESTED, S.AUTONOMOUS):
-            raise LeaseError(f"robot {robot}: cannot take over in state {slot.state}")
         try:
+            if slot.state not in (S.TAKEOVER_REQUESTED, S.AUTONOMOUS):
+                holder = f" (held by {slot.lease.operator})" if slot.lease is not None else ""
+                raise LeaseError(f"robot {robot}: cannot take over in state {slot.state}{holder}")
             lease = self.leases.acquire(robot, operator)
         except LeaseError as refusal:
             self.event("takeover_refused", operator, {"reason": str(refusal)}, robot)
@@ -161,7 +162,13 @@ class FleetManager:
         self._checked_lease(slot, token)
         if not isinstance(slot.device, RemoteDevice):
             raise LeaseError(f"robot {robot}: driven by {getattr(slot.device, 'name', 'nothing')}, not remote commands")
-        slot.device.push(action)
+        try:  # refused now, so the sender hears why; the robot holds as it would without a command
+            checked = checked_action(np.asarray(action, dtype=np.float64), self.action_dim)
+            check_range(checked)
+        except (ValueError, TypeError) as problem:
+            self._reject(slot, "human", ValueError(str(problem)))
+            raise ValueError(f"action: {problem}") from None
+        slot.device.push(checked)
 
     def renew_lease(self, robot: str, token: str) -> Lease:
         lease = self.leases.renew(robot, token)

@@ -1,0 +1,234 @@
+"""The console's API against a real sim fleet ticking on its control thread: auth and roles on every endpoint,
+CSRF, the lease holder's commands over REST and the WebSocket, rewind, malformed input, rate limits, episodes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from tests.fleet.test_fleet import fleet_config
+from vla_recover.console.runner import FleetRunner
+from vla_recover.console.server import RateLimiter, build_app
+from vla_recover.console.users import UserDB, UserError
+from vla_recover.data import EpisodeStore
+from vla_recover.fleet import build_fleet
+
+PASSWORD = "correct horse"
+ORIGIN = "http://testserver"
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("console")
+    users = UserDB(root / "store" / "console_users.sqlite")
+    for name, role in (("vera", "viewer"), ("fred", "floor"), ("tess", "teleop"), ("tom", "teleop")):
+        users.add(name, role, PASSWORD)
+    config = fleet_config(root, robots=2, episodes=1000, task_config={"horizon": 100})
+    runner = FleetRunner(build_fleet(config))
+    app = build_app(runner, users, root / "store", [ORIGIN])
+    runner.start()
+    yield {"app": app, "runner": runner, "users": users, "store": root / "store"}
+    runner.stop()
+
+
+def client(console: dict[str, Any], name: str | None = None) -> tuple[TestClient, dict[str, str]]:
+    """A browser: logged in as ``name`` (cookie), with the CSRF header its state-changing requests carry."""
+    browser = TestClient(console["app"])
+    if name is None:
+        return browser, {}
+    response = browser.post("/api/login", json={"username": name, "password": PASSWORD})
+    assert response.status_code == 200, response.text
+    return browser, {"X-CSRF-Token": response.json()["csrf"]}
+
+
+def wait_for_state(
+    console: dict[str, Any], robot: str, states: set[str], seconds: float = 15.0, max_step: int = 10**6
+) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        card = next(r for r in console["runner"].snapshot()["robots"] if r["robot"] == robot)
+        if card["state"] in states and card["step"] <= max_step:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{robot} never reached {states}")
+
+
+def test_login_and_reading_need_a_user(console: dict[str, Any]) -> None:
+    anonymous, _ = client(console)
+    assert anonymous.get("/api/fleet").status_code == 401
+    assert anonymous.get("/api/episodes").json() == {"error": "log in first"}
+    bad = anonymous.post("/api/login", json={"username": "vera", "password": "wrong password"})
+    assert bad.status_code == 401 and "wrong user name or password" in bad.json()["error"]
+    assert anonymous.post("/api/login", json={"username": "vera"}).status_code == 422
+    assert anonymous.post("/api/login", content=b"{not json", headers={"content-type": "application/json"}).json() == {
+        "error": "body: not valid JSON"
+    }
+    assert anonymous.post("/api/login", json=[1, 2]).status_code == 400
+    assert anonymous.get("/api/fleet", headers={"Authorization": "Bearer nope"}).status_code == 401
+
+    viewer, _ = client(console, "vera")
+    assert viewer.get("/api/me").json() == {"user": "vera", "role": "viewer"}
+    snapshot = viewer.get("/api/fleet").json()
+    assert [r["robot"] for r in snapshot["robots"]] == ["sim00", "sim01"]
+    assert snapshot["action_dim"] == 5 and snapshot["robots"][0]["progress_source"] == "ground_truth"
+    token = console["users"].issue_token("vera")
+    assert TestClient(console["app"]).get("/api/fleet", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    assert viewer.get("/").status_code == 200 and "console.js" in viewer.get("/").text
+    assert viewer.get("/static/console.js").status_code == 200
+
+
+def test_roles_and_csrf_guard_every_action(console: dict[str, Any]) -> None:
+    viewer, viewer_csrf = client(console, "vera")
+    refused = viewer.post("/api/robots/sim00/request_takeover", json={}, headers=viewer_csrf)
+    assert refused.status_code == 403 and refused.json()["error"] == "vera (viewer) may not request takeover"
+    assert viewer.post("/api/robots/sim00/estop", json={}, headers=viewer_csrf).status_code == 403
+    floor, floor_csrf = client(console, "fred")
+    assert floor.post("/api/robots/sim00/pause", json={}).status_code == 403  # no CSRF header
+    assert floor.post("/api/robots/sim00/takeover", json={}, headers=floor_csrf).status_code == 403
+    assert floor.post("/api/robots/sim09/pause", json={}, headers=floor_csrf).status_code == 404
+    assert floor.post("/api/robots/sim00/fly", json={}, headers=floor_csrf).status_code == 404
+    assert floor.post("/api/robots/sim01/pause", json={}, headers=floor_csrf).json() == {"ok": True}
+    assert console["runner"].snapshot()["robots"][1]["paused"]
+    assert floor.post("/api/robots/sim01/resume", json={}, headers=floor_csrf).json() == {"ok": True}
+    with EpisodeStore(console["store"]) as store:
+        actors = {(e.kind, e.actor) for e in store.index.events(robot="sim01")}
+    assert {("pause", "fred"), ("resume", "fred")} <= actors  # every operator action is an event with the user
+
+
+def test_takeover_drive_rewind_and_hand_back_only_as_the_lease_holder(console: dict[str, Any]) -> None:
+    floor, floor_csrf = client(console, "fred")
+    wait_for_state(console, "sim00", {"autonomous"}, max_step=20)  # early in an episode: time to drive it
+    assert floor.post("/api/robots/sim00/request_takeover", json={"reason": "stuck"}, headers=floor_csrf).json()["ok"]
+    snapshot = console["runner"].snapshot()
+    assert snapshot["queue"][0]["robot"] == "sim00" and "waiting_for_human" in snapshot["robots"][0]["alerts"]
+
+    tess, tess_csrf = client(console, "tess")
+    granted = tess.post("/api/robots/sim00/takeover", json={}, headers=tess_csrf)
+    assert granted.status_code == 200 and granted.json()["lease_expires_s"] > 0
+    tom, tom_csrf = client(console, "tom")
+    assert tom.post("/api/robots/sim00/takeover", json={}, headers=tom_csrf).status_code == 409  # one lease
+    stolen = tom.post("/api/robots/sim00/command", json={"action": [0, 0, 0, 0, -1]}, headers=tom_csrf)
+    assert stolen.status_code == 403 and "only the lease holder (tess)" in stolen.json()["error"]
+
+    for _ in range(10):
+        sent = tess.post("/api/robots/sim00/command", json={"action": [0.0, 0.0, -0.5, 0.0, -1.0]}, headers=tess_csrf)
+        assert sent.status_code == 200, sent.text
+        time.sleep(0.06)
+    bad = tess.post("/api/robots/sim00/command", json={"action": [0, "up"]}, headers=tess_csrf)
+    assert bad.status_code == 422 and bad.json()["error"].startswith("action: expected a list of numbers")
+    too_long = tess.post("/api/robots/sim00/command", json={"action": [0.0] * 9}, headers=tess_csrf)
+    assert too_long.status_code == 422 and too_long.json()["error"].startswith("action: ")  # the fleet's own check
+    out_of_range = tess.post("/api/robots/sim00/command", json={"action": [0, 0, 7, 0, 0]}, headers=tess_csrf)
+    assert out_of_range.status_code == 422
+    with tess.websocket_connect("/ws", headers={"origin": ORIGIN}) as socket:
+        assert socket.receive_json()["type"] == "fleet"
+        socket.send_text("not json")
+        assert _reply(socket) == {"type": "error", "status": 400, "error": "message: not valid JSON"}
+        socket.send_json({"type": "command", "robot": "sim00", "action": [0.0, 0.0, -0.5, 0.0, -1.0]})
+        assert _reply(socket) == {"type": "ack", "robot": "sim00"}
+        socket.send_text('{"type": "command", "robot": "sim00", "action": [NaN, 0, 0, 0, 0]}')
+        assert _reply(socket)["error"] == "action: NaN or Inf"
+    rewound = tess.post("/api/robots/sim00/rewind", json={"steps": 3}, headers=tess_csrf)
+    assert rewound.status_code == 200 and rewound.json()["steps_undone"] == 3
+    assert tess.post("/api/robots/sim00/rewind", json={"steps": -2}, headers=tess_csrf).status_code == 422
+    assert tess.post("/api/robots/sim00/release", json={}, headers=tess_csrf).json() == {"ok": True}
+    wait_for_state(console, "sim00", {"autonomous", "episode_done", "resetting", "idle"})
+    with EpisodeStore(console["store"]) as store:
+        events = [(e.kind, e.actor) for e in store.index.events(robot="sim00")]
+    for kind, actor in (("takeover_requested", "fred"), ("takeover_granted", "tess"), ("takeover_refused", "tom"),
+                        ("rewind", "tess"), ("takeover_released", "tess")):  # fmt: skip
+        assert (kind, actor) in events, kind
+
+
+def _reply(socket: Any) -> dict[str, Any]:
+    """The next message that is not a state update."""
+    while True:
+        message = socket.receive_json()
+        if message["type"] != "fleet":
+            return message
+
+
+def test_websocket_checks_origin_and_login(console: dict[str, Any]) -> None:
+    viewer, _ = client(console, "vera")
+    evil = {"origin": "http://evil.example"}
+    with pytest.raises(WebSocketDisconnect), viewer.websocket_connect("/ws", headers=evil) as socket:
+        socket.receive_json()
+    anonymous, _ = client(console)
+    with pytest.raises(WebSocketDisconnect), anonymous.websocket_connect("/ws", headers={"origin": ORIGIN}) as socket:
+        socket.receive_json()
+    with viewer.websocket_connect("/ws", headers={"origin": ORIGIN}) as socket:
+        assert len(socket.receive_json()["robots"]) == 2
+        socket.send_json({"type": "command", "robot": "sim00", "action": [0, 0, 0, 0, 0]})
+        assert _reply(socket) == {"type": "error", "status": 403, "error": "vera (viewer) may not command"}
+
+
+def test_commands_are_rate_limited(console: dict[str, Any]) -> None:
+    limiter = RateLimiter(rate=10.0, burst=3)
+    assert [limiter.allow("a") for _ in range(4)] == [True, True, True, False] and limiter.allow("b")
+    time.sleep(0.11)
+    assert limiter.allow("a") and not limiter.allow("a")
+
+    floor, csrf = client(console, "fred")
+    state = console["app"].state.console
+    while state.limiter.allow("fred"):  # someone hammering the buttons
+        pass
+    refused = floor.post("/api/robots/sim01/pause", json={}, headers=csrf)
+    assert refused.status_code == 429 and refused.json()["error"] == "fred: too many requests; at most 20 a second"
+    time.sleep(0.2)
+    assert floor.post("/api/robots/sim01/resume", json={}, headers=csrf).status_code == 200
+
+
+def test_episodes_are_listed_filtered_and_shown_with_their_segments(console: dict[str, Any]) -> None:
+    viewer, _ = client(console, "vera")
+    end = time.monotonic() + 20
+    while not viewer.get("/api/episodes").json() and time.monotonic() < end:
+        time.sleep(0.2)
+    episodes = viewer.get("/api/episodes").json()
+    assert episodes and {"id", "robot", "task", "outcome", "length"} <= set(episodes[0])
+    assert all(e["robot"] == "sim01" for e in viewer.get("/api/episodes?robot=sim01").json())
+    assert viewer.get("/api/episodes?outcome=nothing").json() == []
+    assert viewer.get("/api/episodes?limit=x").status_code == 422
+    shown = viewer.get(f"/api/episodes/{episodes[0]['id']}").json()
+    assert len(shown["progress"]) == shown["length"] and shown["segments"][0]["kind"] in ("autonomous", "intervention")
+    assert viewer.get("/api/episodes/999999").status_code == 404
+    assert viewer.get("/api/episodes/abc").status_code == 422
+
+
+def test_a_server_fault_is_an_error_message_not_a_traceback(console: dict[str, Any], monkeypatch: Any) -> None:
+    viewer, _ = client(console, "vera")
+
+    def broken() -> dict[str, Any]:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(console["runner"], "snapshot", broken)
+    quiet = TestClient(console["app"], raise_server_exceptions=False)
+    quiet.cookies = viewer.cookies
+    response = quiet.get("/api/fleet")
+    assert response.status_code == 500 and "secret" not in response.text and "Traceback" not in response.text
+
+
+def test_users_are_checked_and_stored_hashed(tmp_path: Path) -> None:
+    users = UserDB(tmp_path / "users.sqlite")
+    users.add("ana", "admin", "long enough")
+    with pytest.raises(UserError, match="role: 'boss' is not one of viewer, floor, teleop, admin"):
+        users.add("bob", "boss", "long enough")
+    with pytest.raises(UserError, match="exists"):
+        users.add("ana", "viewer", "long enough")
+    with pytest.raises(UserError, match="at least 8"):
+        users.add("cy", "viewer", "short")
+    with pytest.raises(UserError, match="name: 'a b'"):
+        users.add("a b", "viewer", "long enough")
+    assert users.check_password("ana", "long enough") == users.user("ana")
+    assert users.check_password("ana", "wrong one") is None and users.check_password("nobody", "x") is None
+    token = users.issue_token("ana")
+    assert users.check_token(token) == users.user("ana")
+    users.revoke_token(token)
+    assert users.check_token(token) is None
+    raw = (tmp_path / "users.sqlite").read_bytes()
+    assert b"long enough" not in raw and token.encode() not in raw

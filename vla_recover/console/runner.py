@@ -1,0 +1,162 @@
+"""The fleet's control loop on its own thread, with the console's calls run between ticks, in order.
+
+`FleetManager` is not thread-safe, and it does not need to be: web requests never touch it directly. Each request
+hands a function to `FleetRunner.call`, which the control thread runs between two ticks and whose result (or
+exception) comes back to the request. After every tick the thread publishes a plain-data snapshot of the fleet
+that any thread may read.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from vla_recover.fleet.progress import smoothed
+
+__all__ = ["FleetRunner", "fleet_snapshot"]
+
+log = logging.getLogger(__name__)
+
+STALL_STEPS = 60  # no progress gain for this many steps shows a stall alert
+FALL = 0.15  # smoothed progress this far below its best shows a failure alert
+
+
+def _alerts(slot: Any, curve: list[float]) -> list[str]:
+    state = str(slot.state)
+    alerts = [name for name, on in (("fault", state == "fault"), ("estopped", state == "estopped")) if on]
+    if state == "takeover_requested" or (state == "teleop" and slot.hold):
+        alerts.append("waiting_for_human")
+    if curve:
+        values = smoothed(curve, 5)
+        if values[-1] < values.max() - FALL:
+            alerts.append("failure_predicted")
+        elif len(values) > STALL_STEPS and values[-STALL_STEPS:].max() <= values[-STALL_STEPS - 1] + 0.01:
+            alerts.append("stall")
+    return alerts
+
+
+def fleet_snapshot(fleet: Any) -> dict[str, Any]:
+    """What the console shows, as JSON-ready data: one card per robot, the takeover queue, the effort ledger."""
+    now = fleet.now()
+    robots = []
+    for name, slot in fleet.slots.items():
+        curve = slot.branch_critic if fleet.critic is not None else slot.branch_progress
+        lease = None
+        if slot.lease is not None:
+            lease = {"operator": slot.lease.operator, "expires_in_s": round(slot.lease.expires - now, 2)}
+        robots.append({
+            "robot": name,
+            "state": str(slot.state),
+            "task": fleet.task,
+            "instruction": slot.attempt.instruction if slot.attempt is not None else "",
+            "step": len(slot.branch_rows),
+            "progress": round(float(curve[-1]), 3) if curve else None,
+            "progress_source": "critic" if fleet.critic is not None else "ground_truth",
+            "in_state_s": round(time.monotonic() - slot.machine.since, 2),  # wall seconds, as people wait
+            "paused": slot.paused,
+            "lease": lease,
+            "alerts": _alerts(slot, curve),
+        })  # fmt: skip
+    waiting = [r for r in robots if r["state"] == "takeover_requested"]
+    return {
+        "sim_time": round(now, 2),
+        "ticks": fleet.ticks,
+        "finished": fleet.finished,
+        "action_dim": fleet.action_dim,
+        "robots": robots,
+        "queue": [{"robot": r["robot"], "waiting_s": r["in_state_s"]} for r in sorted(waiting, key=_waited)],
+        "effort": fleet.ledger.summary(),
+    }
+
+
+def _waited(card: dict[str, Any]) -> float:
+    return -float(card["in_state_s"])  # the longest wait first
+
+
+class FleetRunner:
+    """Ticks ``fleet`` on a thread (at the control rate when ``realtime``) until stopped."""
+
+    def __init__(self, fleet: Any, realtime: bool = True) -> None:
+        self.fleet = fleet
+        self.realtime = realtime
+        self._calls: queue.SimpleQueue[tuple[Callable[[Any], Any], Future[Any]]] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._snapshot: dict[str, Any] = {}
+        self.tick_seconds: list[float] = []  # the last ticks' durations, for the load benchmark
+
+    def start(self) -> None:
+        self.fleet.start()
+        self._snapshot = fleet_snapshot(self.fleet)
+        self._thread = threading.Thread(target=self._run, name="fleet-control", daemon=True)
+        self._thread.start()
+
+    def snapshot(self) -> dict[str, Any]:
+        return self._snapshot
+
+    def call(self, function: Callable[[Any], Any], timeout: float = 10.0) -> Any:
+        """``function(fleet)`` on the control thread, between ticks; its result, or its exception raised here."""
+        if self._thread is None or not self._thread.is_alive():
+            raise RuntimeError("the fleet is not running")
+        future: Future[Any] = Future()
+        self._calls.put((function, future))
+        return future.result(timeout)
+
+    def _run_calls(self) -> None:
+        """Run the queued calls, publish the state they left, then answer them (so a caller sees its effect)."""
+        answers: list[tuple[Future[Any], Any, Exception | None]] = []
+        while True:
+            try:
+                function, future = self._calls.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                answers.append((future, function(self.fleet), None))
+            except Exception as exc:  # the caller gets it; the control loop goes on
+                answers.append((future, None, exc))
+        if not answers:
+            return
+        self._snapshot = fleet_snapshot(self.fleet)
+        for future, result, error in answers:
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+    def _run(self) -> None:
+        next_tick = time.monotonic()
+        while not self._stop.is_set():
+            self._run_calls()
+            started = time.monotonic()
+            if not self.fleet.finished:
+                try:
+                    self.fleet.tick()
+                except Exception:
+                    log.exception("fleet tick failed; the fleet stops")
+                    self._stop.set()
+            self.tick_seconds = [*self.tick_seconds[-99:], time.monotonic() - started]
+            self._snapshot = fleet_snapshot(self.fleet)
+            next_tick += self.fleet.dt if self.realtime else 0.0
+            pause = next_tick - time.monotonic()
+            if pause > 0:
+                self._stop.wait(pause)
+            else:
+                next_tick = time.monotonic()
+        self._run_calls()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10.0)
+        self.fleet.close()
+
+    @property
+    def mean_tick_s(self) -> float:
+        return float(np.mean(self.tick_seconds)) if self.tick_seconds else 0.0

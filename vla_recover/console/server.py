@@ -1,0 +1,384 @@
+"""The console's ASGI app: a JSON API over the fleet's operator API and the store, a WebSocket stream of fleet
+state, and the static front end.
+
+Every endpoint checks the caller's role (`PERMISSIONS`); a browser session is a cookie plus a CSRF token that every
+state-changing request repeats in ``X-CSRF-Token``; scripts send ``Authorization: Bearer <token>``. Operator
+actions are rate-limited per user, go to the fleet between two ticks (`FleetRunner.call`) and are events in the
+store under the user's name. Errors come back as ``{"error": ...}`` with the status that fits, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from vla_recover.console.runner import FleetRunner
+from vla_recover.console.users import User, UserDB
+
+__all__ = ["PERMISSIONS", "RateLimiter", "build_app"]
+
+log = logging.getLogger(__name__)
+STATIC = Path(__file__).parent / "static"
+COOKIE = "vla_session"
+
+PERMISSIONS: dict[str, frozenset[str]] = {
+    "view": frozenset({"viewer", "floor", "teleop", "admin"}),
+    **{a: frozenset({"floor", "admin"}) for a in ("request_takeover", "reset", "pause", "resume", "clear_estop")},
+    "estop": frozenset({"floor", "teleop", "admin"}),
+    **{a: frozenset({"teleop", "admin"}) for a in ("takeover", "release", "rewind", "command")},
+}
+
+
+class ApiError(HTTPException):
+    pass
+
+
+class RateLimiter:
+    """A token bucket per user: ``rate`` actions a second, bursts of ``burst``."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate, self.burst = rate, burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, who: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(who, (float(self.burst), now))
+            tokens = min(self.burst, tokens + (now - last) * self.rate)
+            allowed = tokens >= 1.0
+            self._buckets[who] = (tokens - 1.0 if allowed else tokens, now)
+        return allowed
+
+
+class Console:
+    """The app's state: users, browser sessions, who holds which robot's lease, the fleet runner."""
+
+    def __init__(self, runner: FleetRunner | None, users: UserDB, store: Path | None, origins: list[str]) -> None:
+        self.runner, self.users, self.store, self.origins = runner, users, store, origins
+        self.sessions: dict[str, tuple[User, str]] = {}  # session token → (user, csrf token)
+        self.leases: dict[str, tuple[str, str]] = {}  # robot → (user, lease token)
+        self.limiter = RateLimiter(rate=20.0, burst=40)  # operator actions
+        self.command_limiter = RateLimiter(rate=60.0, burst=60)  # teleop commands stream at the control rate
+
+    # -- who is asking ----------------------------------------------------------------------------------------------
+    def caller(self, connection: HTTPConnection, permission: str, state_changing: bool = False) -> User:
+        user, csrf = self._authenticate(connection)
+        if user.role not in PERMISSIONS[permission]:
+            raise ApiError(403, f"{user.name} ({user.role}) may not {permission.replace('_', ' ')}")
+        if state_changing and csrf is not None and connection.headers.get("x-csrf-token") != csrf:
+            raise ApiError(403, "missing or wrong X-CSRF-Token header")
+        return user
+
+    def _authenticate(self, connection: HTTPConnection) -> tuple[User, str | None]:
+        """(user, the session's CSRF token or None for a bearer token)."""
+        header = connection.headers.get("authorization", "")
+        if header.lower().startswith("bearer "):
+            user = self.users.check_token(header[7:].strip())
+            if user is None:
+                raise ApiError(401, "unknown or revoked token")
+            return user, None
+        session = self.sessions.get(connection.cookies.get(COOKIE, ""))
+        if session is None:
+            raise ApiError(401, "log in first")
+        return session
+
+    def fleet(self) -> FleetRunner:
+        if self.runner is None:
+            raise ApiError(503, "no fleet is running in this console (start it with --fleet CONFIG)")
+        return self.runner
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json() if await request.body() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError(400, "body: not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, f"body: expected a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _action_vector(value: Any) -> np.ndarray:
+    if not isinstance(value, list) or not value or not all(isinstance(v, int | float) for v in value):
+        raise ApiError(422, f"action: expected a list of numbers, got {str(value)[:80]}")
+    if not all(math.isfinite(v) for v in value):
+        raise ApiError(422, "action: NaN or Inf")
+    return np.asarray(value, dtype=np.float64)
+
+
+def _fleet_error(exc: Exception) -> ApiError:
+    from vla_recover.fleet.states import IllegalTransition
+    from vla_recover.teleop.lease import LeaseError
+
+    if isinstance(exc, KeyError):
+        return ApiError(404, str(exc.args[0]) if exc.args else "not found")
+    if isinstance(exc, LeaseError | IllegalTransition):
+        return ApiError(409, str(exc))
+    if isinstance(exc, ValueError):
+        return ApiError(422, str(exc))
+    raise exc
+
+
+def build_app(
+    runner: FleetRunner | None, users: UserDB, store: Path | None = None, origins: list[str] | None = None
+) -> Starlette:
+    """``origins``: where a WebSocket may be opened from (default: the console's own address)."""
+    console = Console(runner, users, store, origins or [])
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html")
+
+    async def login(request: Request) -> Response:
+        body = await _json_body(request)
+        name, password = body.get("username"), body.get("password")
+        if not isinstance(name, str) or not isinstance(password, str):
+            raise ApiError(422, "username / password: both are required strings")
+        if not console.limiter.allow(f"login:{name}"):
+            raise ApiError(429, "too many login attempts; wait a moment")
+        user = users.check_password(name, password)
+        if user is None:
+            raise ApiError(401, "wrong user name or password")
+        session, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(16)
+        console.sessions[session] = (user, csrf)
+        response = JSONResponse({"user": user.name, "role": user.role, "csrf": csrf})
+        response.set_cookie(COOKIE, session, httponly=True, samesite="strict")
+        return response
+
+    async def logout(request: Request) -> Response:
+        console.sessions.pop(request.cookies.get(COOKIE, ""), None)
+        response = JSONResponse({"ok": True})
+        response.delete_cookie(COOKIE)
+        return response
+
+    async def me(request: Request) -> Response:
+        user = console.caller(request, "view")
+        return JSONResponse({"user": user.name, "role": user.role})
+
+    async def fleet_state(request: Request) -> Response:
+        console.caller(request, "view")
+        return JSONResponse(console.fleet().snapshot())
+
+    async def robot_action(request: Request) -> Response:
+        action, robot = request.path_params["action"], request.path_params["robot"]
+        if action not in PERMISSIONS or action == "view":
+            raise ApiError(404, f"no action {action!r} (one of {', '.join(a for a in PERMISSIONS if a != 'view')})")
+        user = console.caller(request, action, state_changing=True)
+        limiter = console.command_limiter if action == "command" else console.limiter
+        if not limiter.allow(user.name):
+            raise ApiError(429, f"{user.name}: too many requests; at most {limiter.rate:g} a second")
+        body = await _json_body(request)
+        call = _operation(console, user, robot, action, body)
+        try:  # on a worker thread: the event loop keeps serving while the control thread gets to it
+            result = await anyio.to_thread.run_sync(console.fleet().call, call)
+        except Exception as exc:
+            raise _fleet_error(exc) from exc
+        return JSONResponse({"ok": True, **(result or {})})
+
+    async def episodes(request: Request) -> Response:
+        console.caller(request, "view")
+        clauses, params = [], []
+        for field in ("task", "outcome", "robot"):
+            value = request.query_params.get(field)
+            if value:
+                clauses.append(f"{field} = ?")
+                params.append(value)
+        try:
+            limit = int(request.query_params.get("limit", "200"))
+        except ValueError:
+            raise ApiError(422, f"limit: {request.query_params['limit']!r} is not a whole number") from None
+        with _open_store(console) as store:
+            rows = store.index.episodes(" AND ".join(clauses), tuple(params))[-max(1, min(limit, 5000)) :]
+        return JSONResponse([_episode_card(row) for row in rows])
+
+    async def episode(request: Request) -> Response:
+        console.caller(request, "view")
+        try:
+            episode_id = int(request.path_params["episode"])
+        except ValueError:
+            raise ApiError(422, f"episode: {request.path_params['episode']!r} is not an id") from None
+        with _open_store(console) as store:
+            rows = store.index.episodes("id = ?", (episode_id,))
+            if not rows:
+                raise ApiError(404, f"episode: no episode {episode_id}")
+            data = store.episode(episode_id)
+            segments = store.index.segments(episode=episode_id)
+        return JSONResponse({
+            **_episode_card(rows[0]),
+            "progress": np.round(data["progress"].astype(float), 4).tolist() if "progress" in data else [],
+            "actor": data["actor"].tolist() if "actor" in data else [],
+            "segments": [{"start": s.start, "stop": s.stop, "kind": s.kind, "source": s.source} for s in segments],
+        })  # fmt: skip
+
+    async def stream(websocket: WebSocket) -> None:
+        origin = websocket.headers.get("origin")
+        if origin is not None and origin not in console.origins:
+            await websocket.close(code=1008, reason=f"origin {origin} not allowed")
+            return
+        try:
+            user = console.caller(websocket, "view")
+        except ApiError as refusal:
+            await websocket.close(code=1008, reason=refusal.detail)
+            return
+        await websocket.accept()
+        await _serve_stream(console, websocket, user)
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, HTTPException):
+            return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+        log.exception("console: %s %s failed", request.method, request.url.path)
+        return JSONResponse({"error": "internal error (see the console's log)"}, status_code=500)
+
+    routes = [
+        Route("/", index),
+        Route("/api/login", login, methods=["POST"]),
+        Route("/api/logout", logout, methods=["POST"]),
+        Route("/api/me", me),
+        Route("/api/fleet", fleet_state),
+        Route("/api/robots/{robot}/{action}", robot_action, methods=["POST"]),
+        Route("/api/episodes", episodes),
+        Route("/api/episodes/{episode}", episode),
+        WebSocketRoute("/ws", stream),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: on_error, Exception: on_error})
+    app.state.console = console
+    return app
+
+
+def _operation(console: Console, user: User, robot: str, action: str, body: dict[str, Any]) -> Callable[[Any], Any]:
+    """The fleet call for ``action``, checked before it is queued; it runs on the control thread."""
+    from vla_recover.teleop.devices import RemoteDevice
+
+    name = user.name
+    if action in ("request_takeover", "reset", "pause", "resume"):
+        reason = str(body.get("reason", ""))[:200]
+        calls: dict[str, Callable[[Any], Any]] = {
+            "request_takeover": lambda fleet: fleet.request_takeover(robot, name, reason or "requested in the console"),
+            "reset": lambda fleet: fleet.reset(robot, name),
+            "pause": lambda fleet: fleet.pause(robot, name),
+            "resume": lambda fleet: fleet.resume(robot, name),
+        }
+        return calls[action]
+    if action == "estop":
+        return lambda fleet: fleet.estop(name, robot if robot != "all" else None)
+    if action == "clear_estop":
+        return lambda fleet: fleet.clear_estop(robot, name)
+    if action == "takeover":
+
+        def grant(fleet: Any) -> dict[str, Any]:
+            lease = fleet.grant_takeover(robot, name, RemoteDevice())
+            console.leases[robot] = (name, lease.token)
+            return {"lease_expires_s": round(lease.expires - fleet.now(), 2)}
+
+        return grant
+    holder, token = console.leases.get(robot, ("", ""))
+    if holder != name:
+        raise ApiError(403, f"only the lease holder ({holder or 'nobody'}) can {action} {robot}")
+    if action == "command":
+        vector = _action_vector(body.get("action"))
+        return lambda fleet: fleet.command(robot, token, vector)
+    if action == "rewind":
+        steps = body.get("steps")
+        if steps is not None and (not isinstance(steps, int) or steps < 1):
+            raise ApiError(422, f"steps: expected a whole number of steps >= 1 or null, got {steps!r}")
+        return lambda fleet: {"steps_undone": fleet.rewind(robot, token, steps)}
+
+    def release(fleet: Any) -> None:
+        fleet.release_takeover(robot, token)
+        console.leases.pop(robot, None)
+
+    return release
+
+
+async def _serve_stream(console: Console, websocket: WebSocket, user: User) -> None:
+    """State at 10 Hz; teleop commands in (``{"type": "command", "robot": ..., "action": [...]}``)."""
+
+    async def send_state() -> None:
+        while True:
+            snapshot = console.runner.snapshot() if console.runner is not None else {"robots": []}
+            await websocket.send_json({"type": "fleet", **snapshot})
+            await anyio.sleep(0.1)
+
+    async def receive_commands() -> None:
+        while True:
+            raw = await websocket.receive_text()
+            try:
+                reply = await anyio.to_thread.run_sync(_stream_command, console, user, raw)
+            except ApiError as refusal:
+                reply = {"type": "error", "status": refusal.status_code, "error": refusal.detail}
+            await websocket.send_json(reply)
+
+    async def until_closed(job: Callable[[], Any], tasks: Any) -> None:
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # the client left (or: sent to a closed socket)
+            await job()
+        tasks.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(until_closed, send_state, tasks)
+        tasks.start_soon(until_closed, receive_commands, tasks)
+
+
+def _stream_command(console: Console, user: User, raw: str) -> dict[str, Any]:
+    try:
+        message = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ApiError(400, "message: not valid JSON") from None
+    if not isinstance(message, dict) or message.get("type") != "command":
+        raise ApiError(400, 'message: expected {"type": "command", "robot": ..., "action": [...]}')
+    if user.role not in PERMISSIONS["command"]:
+        raise ApiError(403, f"{user.name} ({user.role}) may not command")
+    if not console.command_limiter.allow(user.name):
+        raise ApiError(429, f"{user.name}: too many commands; at most {console.command_limiter.rate:g} a second")
+    robot = message.get("robot")
+    if not isinstance(robot, str):
+        raise ApiError(422, "robot: expected a robot name")
+    call = _operation(console, user, robot, "command", message)
+    try:
+        console.fleet().call(call)
+    except Exception as exc:
+        raise _fleet_error(exc) from exc
+    return {"type": "ack", "robot": robot}
+
+
+class _open_store:
+    """The episode store, read-only, for one request."""
+
+    def __init__(self, console: Console) -> None:
+        if console.store is None:
+            raise ApiError(503, "no store: start the console with --store PATH")
+        self.path = console.store
+
+    def __enter__(self) -> Any:
+        from vla_recover.data import EpisodeStore
+
+        self.store = EpisodeStore(self.path, mode="r")
+        return self.store
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+
+
+def _episode_card(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id, "robot": row.robot, "task": row.task, "instruction": row.instruction, "outcome": row.outcome,
+        "length": row.length, "policy_version": row.info.get("policy_version", ""), "info": row.info,
+    }  # fmt: skip

@@ -1,0 +1,212 @@
+// The console's front end: plain JavaScript over the JSON API and the /ws stream (no build step).
+"use strict";
+
+const $ = (selector) => document.querySelector(selector);
+let me = null;          // {user, role, csrf}
+let fleet = null;       // the latest snapshot from /ws
+let socket = null;
+let held = null;        // the robot this user drives, if any
+const keys = new Set();
+let grip = -1;
+
+async function api(path, body) {
+  const options = { credentials: "same-origin", headers: {} };
+  if (body !== undefined) {
+    options.method = "POST";
+    options.headers["Content-Type"] = "application/json";
+    if (me && me.csrf) options.headers["X-CSRF-Token"] = me.csrf;
+    options.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, options);
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error || response.statusText);
+  return data;
+}
+
+function status(text) { $("#status").textContent = text; }
+
+async function act(robot, action, body = {}) {
+  try {
+    const result = await api(`/api/robots/${encodeURIComponent(robot)}/${action}`, body);
+    if (action === "takeover") { held = robot; showPage("teleop"); }
+    if (action === "release") held = null;
+    if (action === "rewind") status(`${robot}: rewound ${result.steps_undone} steps`);
+  } catch (error) {
+    status(`${robot} ${action}: ${error.message}`);
+  }
+}
+
+function button(label, onClick, cls = "") {
+  const b = document.createElement("button");
+  b.textContent = label;
+  if (cls) b.className = cls;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+function renderCards() {
+  const cards = $("#cards");
+  cards.replaceChildren();
+  for (const r of fleet.robots) {
+    const card = document.createElement("article");
+    card.className = `card state-${r.state}`;
+    card.dataset.robot = r.robot;
+    const progress = r.progress === null ? 0 : Math.round(r.progress * 100);
+    card.innerHTML = `<h2><span>${r.robot}</span><span class="state">${r.state}</span></h2>
+      <div class="instruction"></div>
+      <div class="bar" title="${r.progress_source} progress"><div style="width:${progress}%"></div></div>
+      <div class="meta">step ${r.step} · ${r.in_state_s.toFixed(1)} s in state${r.paused ? " · paused" : ""}
+        ${r.lease ? ` · lease ${r.lease.operator} (${r.lease.expires_in_s.toFixed(0)} s)` : ""}</div>
+      <div class="alerts">${r.alerts.map((a) => `<span>${a.replaceAll("_", " ")}</span>`).join("")}</div>
+      <div class="buttons"></div>`;
+    card.querySelector(".instruction").textContent = r.instruction;  // text, never markup
+    const buttons = card.querySelector(".buttons");
+    if (["floor", "admin"].includes(me.role)) {
+      buttons.append(button("Request takeover", () => act(r.robot, "request_takeover")));
+      buttons.append(button("Reset", () => act(r.robot, "reset")));
+      buttons.append(button(r.paused ? "Resume" : "Pause", () => act(r.robot, r.paused ? "resume" : "pause")));
+    }
+    if (["teleop", "admin"].includes(me.role) && ["takeover_requested", "autonomous"].includes(r.state)) {
+      buttons.append(button("Take over", () => act(r.robot, "takeover")));
+    }
+    if (me.role !== "viewer") buttons.append(button("E-stop", () => act(r.robot, "estop"), "estop"));
+    cards.append(card);
+  }
+}
+
+function renderQueue() {
+  const rows = $("#queue-rows");
+  rows.replaceChildren();
+  for (const item of fleet.queue) {
+    const tr = document.createElement("tr");
+    tr.innerHTML = `<td>${item.robot}</td><td>${item.waiting_s.toFixed(1)} s</td><td></td>`;
+    if (["teleop", "admin"].includes(me.role)) tr.lastChild.append(button("Take over", () => act(item.robot, "takeover")));
+    rows.append(tr);
+  }
+}
+
+function renderTeleop() {
+  const card = held && fleet.robots.find((r) => r.robot === held);
+  $("#teleop-lease").textContent = card
+    ? `Driving ${held} (${card.state}); lease ${card.lease ? card.lease.expires_in_s.toFixed(1) + " s left" : "lost"}.`
+    : "You hold no robot. Take one over from the queue.";
+  if (held && card && card.state !== "teleop" && card.state !== "rewinding") held = null;
+}
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  socket = new WebSocket(`${scheme}://${location.host}/ws`);
+  socket.onmessage = (event) => {
+    const message = JSON.parse(event.data);
+    if (message.type === "fleet") {
+      fleet = message;
+      renderCards(); renderQueue(); renderTeleop();
+      status(`sim time ${fleet.sim_time.toFixed(1)} s · ${fleet.robots.length} robots${fleet.finished ? " · finished" : ""}`);
+    } else if (message.type === "error") {
+      status(`command refused: ${message.error}`);
+    }
+  };
+  socket.onclose = () => { status("connection lost; reconnecting"); setTimeout(connect, 1000); };
+}
+
+function teleopAction() {
+  const dim = fleet ? fleet.action_dim : 5;
+  const action = new Array(dim).fill(0);
+  const axis = (plus, minus) => (keys.has(plus) ? 1 : 0) - (keys.has(minus) ? 1 : 0);
+  action[0] = axis("w", "s"); action[1] = axis("a", "d"); action[2] = axis("r", "f");
+  action[dim === 5 ? 3 : 5] = axis("q", "e");
+  const pad = navigator.getGamepads ? [...navigator.getGamepads()].find((g) => g) : null;
+  if (pad) {
+    action[0] -= pad.axes[1] || 0; action[1] -= pad.axes[0] || 0; action[2] -= pad.axes[3] || 0;
+    if (pad.buttons[0] && pad.buttons[0].pressed) grip = 1;
+    if (pad.buttons[1] && pad.buttons[1].pressed) grip = -1;
+  }
+  action[dim - 1] = grip;
+  return action.map((v) => Math.max(-1, Math.min(1, v)));
+}
+
+setInterval(() => {  // 20 Hz while driving: the robot holds when commands stop
+  if (held && socket && socket.readyState === WebSocket.OPEN) {
+    socket.send(JSON.stringify({ type: "command", robot: held, action: teleopAction() }));
+  }
+}, 50);
+
+document.addEventListener("keydown", (event) => {
+  if (event.target.tagName === "INPUT") return;
+  if (event.key === " ") { grip = -grip; event.preventDefault(); }
+  keys.add(event.key.toLowerCase());
+});
+document.addEventListener("keyup", (event) => keys.delete(event.key.toLowerCase()));
+
+function showPage(name) {
+  for (const page of document.querySelectorAll(".page")) page.hidden = page.id !== `page-${name}`;
+  for (const link of document.querySelectorAll("nav a")) link.classList.toggle("active", link.dataset.page === name);
+  if (name === "episodes") loadEpisodes();
+}
+
+async function loadEpisodes() {
+  const form = new FormData($("#episode-filter"));
+  const query = new URLSearchParams([...form].filter(([, v]) => v));
+  const rows = $("#episode-rows");
+  rows.replaceChildren();
+  for (const e of (await api(`/api/episodes?${query}`)).reverse()) {
+    const tr = document.createElement("tr");
+    tr.innerHTML = `<td>${e.id}</td><td>${e.robot}</td><td>${e.task}</td><td>${e.outcome}</td><td>${e.length}</td>`;
+    tr.addEventListener("click", () => showEpisode(e.id));
+    rows.append(tr);
+  }
+}
+
+async function showEpisode(id) {
+  const e = await api(`/api/episodes/${id}`);
+  const view = $("#episode-view");
+  view.innerHTML = `<h3>Episode ${e.id}: ${e.outcome}, ${e.length} steps</h3>`;
+  for (const source of [...new Set(e.segments.map((s) => s.source))]) {
+    const line = document.createElement("div");
+    line.className = "timeline";
+    line.title = source;
+    for (const s of e.segments.filter((x) => x.source === source)) {
+      const part = document.createElement("div");
+      part.className = `kind-${s.kind}`;
+      part.style.width = `${(100 * (s.stop - s.start)) / e.length}%`;
+      part.title = `${s.kind} ${s.start}-${s.stop} (${source})`;
+      part.dataset.kind = s.kind;
+      line.append(part);
+    }
+    view.append(line);
+  }
+}
+
+async function start() {
+  try {
+    me = { ...(await api("/api/me")), csrf: sessionStorage.getItem("csrf") };
+  } catch {
+    $("#login").hidden = false;
+    return;
+  }
+  $("#login").hidden = true;
+  $("#app").hidden = false;
+  $("#who").textContent = `${me.user} (${me.role})`;
+  connect();
+  showPage((location.hash || "#fleet").slice(1));
+}
+
+$("#login-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = new FormData(event.target);
+  try {
+    const session = await api("/api/login", { username: form.get("username"), password: form.get("password") });
+    sessionStorage.setItem("csrf", session.csrf);
+    await start();
+  } catch (error) {
+    $("#login-error").textContent = error.message;
+  }
+});
+$("#estop-all").addEventListener("click", () => act("all", "estop"));
+$("#rewind-steps").addEventListener("input", (e) => { $("#rewind-value").textContent = e.target.value; });
+$("#rewind").addEventListener("click", () => held && act(held, "rewind", { steps: Number($("#rewind-steps").value) }));
+$("#rewind-best").addEventListener("click", () => held && act(held, "rewind", { steps: null }));
+$("#release").addEventListener("click", () => held && act(held, "release"));
+$("#episode-filter").addEventListener("submit", (event) => { event.preventDefault(); loadEpisodes(); });
+for (const link of document.querySelectorAll("nav a")) link.addEventListener("click", () => showPage(link.dataset.page));
+start();
