@@ -175,6 +175,12 @@ async function showEpisode(id) {
     }
     view.append(line);
   }
+  const legend = document.createElement("div");
+  legend.className = "legend";
+  for (const kind of [...new Set(e.segments.map((s) => s.kind))]) {
+    legend.insertAdjacentHTML("beforeend", `<span><i class="kind-${kind}"></i>${kind.replaceAll("_", " ")}</span>`);
+  }
+  view.append(legend);
 }
 
 async function start() {

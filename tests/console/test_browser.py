@@ -1,0 +1,185 @@
+"""End to end in headless Chromium: a floor operator sees four sim robots move and asks for a takeover; a
+teleoperator (another browser) takes the robot, drives it with the keyboard, rewinds and hands back; the
+intervention and the rewind show on the episode's timeline. Screenshots go to test-artifacts/console/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tests.console.test_cli import free_port
+from vla_recover.cli.main import app
+from vla_recover.data import EpisodeStore
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "console"
+PASSWORD = "a good password"
+
+if shutil.which("chromedriver") is None or shutil.which("chromium") is None:
+    pytest.skip("no chromium / chromedriver (scripts/install.sh dev installs them as root)", allow_module_level=True)
+webdriver = pytest.importorskip("selenium.webdriver")
+
+
+def wait(condition: Callable[[], Any], seconds: float = 20.0, what: str = "condition") -> Any:
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            result = condition()
+        except StaleElementReferenceException:  # the cards re-render ten times a second
+            result = None
+        if result:
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def browser() -> Any:
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")  # type: ignore[assignment]
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("browser")
+    store = root / "store"
+    for name, role in (("fred", "floor"), ("tess", "teleop")):
+        CliRunner().invoke(app, ["console", "user", "add", name, "--role", role, "--store", str(store),
+                                 "--password-stdin"], input=PASSWORD + "\n")  # fmt: skip
+    fleet = root / "fleet.yaml"
+    fleet.write_text(
+        f"task: LiftCube\nrobots: 4\nrobots_per_process: 2\nepisodes: 100\nstore: {store}\n"
+        "constant_action: [0.3, 0, 0, 0, -1]\ntask_config: {horizon: 300}\n"
+        "floor_operator: {enabled: false}\nteleoperator: {enabled: false}\n"
+    )
+    port = free_port()
+    command = [sys.executable, "-m", "vla_recover.cli.main", "console", "--fleet", str(fleet), "--port", str(port)]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)  # fmt: skip
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield {"url": f"http://127.0.0.1:{port}", "store": store}
+    finally:
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=20)
+
+
+def log_in(driver: Any, url: str, name: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    for _ in range(100):  # the server may still be starting
+        try:
+            driver.get(url)
+            break
+        except Exception:
+            time.sleep(0.5)
+    wait(lambda: driver.find_element(By.ID, "login").is_displayed(), what="the login form")
+    driver.find_element(By.NAME, "username").send_keys(name)
+    driver.find_element(By.NAME, "password").send_keys(PASSWORD)
+    driver.find_element(By.CSS_SELECTOR, "#login-form button").click()
+    wait(lambda: name in driver.find_element(By.ID, "who").text, what=f"{name} logged in")
+
+
+def card_text(driver: Any, robot: str) -> str:
+    return str(driver.execute_script(f"return document.querySelector('.card[data-robot=\"{robot}\"]').textContent"))
+
+
+def click_card_button(driver: Any, robot: str, label: str) -> None:
+
+    def press() -> bool:
+        script = (f"const b = [...document.querySelectorAll('.card[data-robot=\"{robot}\"] button')]"
+                  f".find(b => b.textContent === '{label}'); if (b) b.click(); return Boolean(b);")  # fmt: skip
+        return bool(driver.execute_script(script))
+
+    wait(press, what=f"the {label} button of {robot}")
+
+
+def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: dict[str, Any]) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    floor, teleop = browser(), browser()
+    try:
+        log_in(floor, server["url"], "fred")
+        wait(lambda: len(floor.find_elements(By.CSS_SELECTOR, ".card")) == 4, what="four robot cards")
+
+        def steps() -> list[int]:  # read in one script: the cards re-render ten times a second
+            texts = floor.execute_script("return [...document.querySelectorAll('.card')].map(c => c.textContent)")
+            return [int(text.split("step ")[1].split()[0]) for text in texts]
+
+        wait(lambda: min(steps()) > 0, 60, "the robots to start")
+        before = steps()
+        wait(lambda: all(a > b for a, b in zip(steps(), before, strict=True)), what="every robot to move")
+        floor.save_screenshot(str(ARTIFACTS / "1_floor_fleet.png"))
+        wait(lambda: "autonomous" in card_text(floor, "sim00") and steps()[0] < 150, 30, "sim00 early in an episode")
+        click_card_button(floor, "sim00", "Request takeover")
+        wait(lambda: "takeover_requested" in card_text(floor, "sim00"), what="the takeover request")
+        floor.save_screenshot(str(ARTIFACTS / "2_floor_takeover_requested.png"))
+
+        log_in(teleop, server["url"], "tess")
+        teleop.find_element(By.CSS_SELECTOR, 'nav a[data-page="queue"]').click()
+        wait(lambda: "sim00" in teleop.find_element(By.ID, "queue-rows").text, what="sim00 in the queue")
+        teleop.save_screenshot(str(ARTIFACTS / "3_teleop_queue.png"))
+        take = wait(lambda: teleop.find_element(By.CSS_SELECTOR, "#queue-rows button"), what="take over")
+        teleop.execute_script("arguments[0].click()", take)
+        wait(lambda: "Driving sim00" in teleop.find_element(By.ID, "teleop-lease").text, what="the lease")
+        body = teleop.find_element(By.TAG_NAME, "body")
+        ActionChains(teleop).move_to_element(body).key_down("r").pause(1.5).key_up("r").perform()  # raise the gripper
+        teleop.save_screenshot(str(ARTIFACTS / "4_teleop_driving.png"))
+        teleop.execute_script("document.getElementById('rewind-steps').value = 5")
+        teleop.find_element(By.ID, "rewind").click()
+        wait(lambda: "rewound 5 steps" in teleop.find_element(By.ID, "status").text, what="the rewind")
+        ActionChains(teleop).key_down("w").pause(0.5).key_up("w").perform()
+        teleop.find_element(By.ID, "release").click()
+        wait(lambda: "You hold no robot" in teleop.find_element(By.ID, "teleop-lease").text, what="the hand back")
+        wait(lambda: "autonomous" in card_text(floor, "sim00"), what="sim00 autonomous again")
+
+        # the attempt is stored when its episode ends; then its timeline shows who was in control
+        floor.find_element(By.CSS_SELECTOR, 'nav a[data-page="episodes"]').click()
+
+        def sim00_episode_with_intervention() -> Any:
+            floor.find_element(By.CSS_SELECTOR, "#episode-filter button").click()
+            time.sleep(0.3)
+            for row in floor.find_elements(By.CSS_SELECTOR, "#episode-rows tr"):
+                if "sim00" in row.text:
+                    row.click()
+                    time.sleep(0.3)
+                    parts = floor.find_elements(
+                        By.CSS_SELECTOR, '#episode-view .timeline div[data-kind="intervention"]'
+                    )
+                    if parts:
+                        return parts
+            return None
+
+        wait(sim00_episode_with_intervention, 60, "sim00's episode with an intervention segment")
+        assert floor.find_elements(By.CSS_SELECTOR, '#episode-view .timeline div[data-kind="rewind"]')
+        floor.save_screenshot(str(ARTIFACTS / "5_episode_timeline.png"))
+    finally:
+        floor.quit()
+        teleop.quit()
+
+    with EpisodeStore(server["store"]) as store:
+        rows = [r for r in store.episodes() if r.robot == "sim00"]
+        episode = store.episode(rows[0].id)
+        human = episode["action"][np.asarray(episode["intervention"], dtype=bool)]
+        events = [(e.kind, e.actor) for e in store.index.events(robot="sim00")]
+    assert (human[:, 2] > 0.5).sum() >= 5  # the R key raised the gripper for many steps
+    assert ("takeover_requested", "fred") in events and ("rewind", "tess") in events
