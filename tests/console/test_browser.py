@@ -146,7 +146,7 @@ def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: 
         teleop.save_screenshot(str(ARTIFACTS / "4_teleop_driving.png"))
         teleop.execute_script("document.getElementById('rewind-steps').value = 5")
         teleop.find_element(By.ID, "rewind").click()
-        wait(lambda: "rewound 5 steps" in teleop.find_element(By.ID, "status").text, what="the rewind")
+        wait(lambda: "rewound 5 steps" in teleop.find_element(By.ID, "notice").text, what="the rewind")
         ActionChains(teleop).key_down("w").pause(0.5).key_up("w").perform()
         teleop.find_element(By.ID, "release").click()
         wait(lambda: "You hold no robot" in teleop.find_element(By.ID, "teleop-lease").text, what="the hand back")

@@ -23,16 +23,17 @@ async function api(path, body) {
   return data;
 }
 
-function status(text) { $("#status").textContent = text; }
+function status(text) { $("#status").textContent = text; }  // the fleet line, rewritten with every update
+function notice(text) { $("#notice").textContent = text; }  // what an action did; stays until the next one
 
 async function act(robot, action, body = {}) {
   try {
     const result = await api(`/api/robots/${encodeURIComponent(robot)}/${action}`, body);
     if (action === "takeover") { held = robot; showPage("teleop"); }
     if (action === "release") held = null;
-    if (action === "rewind") status(`${robot}: rewound ${result.steps_undone} steps`);
+    notice(action === "rewind" ? `${robot}: rewound ${result.steps_undone} steps` : `${robot}: ${action} done`);
   } catch (error) {
-    status(`${robot} ${action}: ${error.message}`);
+    notice(`${robot} ${action}: ${error.message}`);
   }
 }
 
@@ -103,7 +104,7 @@ function connect() {
       renderCards(); renderQueue(); renderTeleop();
       status(`sim time ${fleet.sim_time.toFixed(1)} s · ${fleet.robots.length} robots${fleet.finished ? " · finished" : ""}`);
     } else if (message.type === "error") {
-      status(`command refused: ${message.error}`);
+      notice(`command refused: ${message.error}`);
     }
   };
   socket.onclose = () => { status("connection lost; reconnecting"); setTimeout(connect, 1000); };
