@@ -119,6 +119,7 @@ def test_takeover_drive_rewind_and_hand_back_only_as_the_lease_holder(console: d
     for _ in range(10):
         sent = tess.post("/api/robots/sim00/command", json={"action": [0.0, 0.0, -0.5, 0.0, -1.0]}, headers=tess_csrf)
         assert sent.status_code == 200, sent.text
+        assert sent.json()["lease_expires_s"] > 9.5  # every command renews the 10 s lease
         time.sleep(0.06)
     bad = tess.post("/api/robots/sim00/command", json={"action": [0, "up"]}, headers=tess_csrf)
     assert bad.status_code == 422 and bad.json()["error"].startswith("action: expected a list of numbers")
@@ -137,12 +138,13 @@ def test_takeover_drive_rewind_and_hand_back_only_as_the_lease_holder(console: d
     rewound = tess.post("/api/robots/sim00/rewind", json={"steps": 3}, headers=tess_csrf)
     assert rewound.status_code == 200 and rewound.json()["steps_undone"] == 3
     assert tess.post("/api/robots/sim00/rewind", json={"steps": -2}, headers=tess_csrf).status_code == 422
-    assert tess.post("/api/robots/sim00/release", json={}, headers=tess_csrf).json() == {"ok": True}
+    done = tess.post("/api/robots/sim00/release", json={"correction_done": True}, headers=tess_csrf)
+    assert done.json() == {"ok": True}
     wait_for_state(console, "sim00", {"autonomous", "episode_done", "resetting", "idle"})
     with EpisodeStore(console["store"]) as store:
         events = [(e.kind, e.actor) for e in store.index.events(robot="sim00")]
     for kind, actor in (("takeover_requested", "fred"), ("takeover_granted", "tess"), ("takeover_refused", "tom"),
-                        ("rewind", "tess"), ("takeover_released", "tess")):  # fmt: skip
+                        ("rewind", "tess"), ("takeover_released", "tess"), ("correction_done", "tess")):  # fmt: skip
         assert (kind, actor) in events, kind
 
 
@@ -200,6 +202,39 @@ def test_episodes_are_listed_filtered_and_shown_with_their_segments(console: dic
     assert viewer.get("/api/episodes/abc").status_code == 422
 
 
+def test_episodes_filter_by_who_acted_and_a_floor_operator_relabels_a_segment(console: dict[str, Any]) -> None:
+    viewer, viewer_csrf = client(console, "vera")
+    end = time.monotonic() + 30
+    while not viewer.get("/api/episodes?actors=intervened").json() and time.monotonic() < end:
+        time.sleep(0.2)  # the attempt with the takeover is stored when its episode ends
+    intervened = viewer.get("/api/episodes?actors=intervened").json()
+    autonomous = viewer.get("/api/episodes?actors=autonomous").json()
+    assert intervened and all(e["robot"] == "sim00" for e in intervened)
+    assert not {e["id"] for e in intervened} & {e["id"] for e in autonomous}
+    assert viewer.get("/api/episodes?actors=some").status_code == 422
+    assert viewer.get("/api/episodes?policy_version=nope").json() == []
+
+    target = intervened[0]["id"]
+    label = {"start": 2, "stop": 9, "kind": "failure_inducing"}
+    assert viewer.post(f"/api/episodes/{target}/segments", json=label, headers=viewer_csrf).status_code == 403
+    floor, csrf = client(console, "fred")
+    assert floor.post(f"/api/episodes/{target}/segments", json=label).status_code == 403  # no CSRF header
+    saved = floor.post(f"/api/episodes/{target}/segments", json=label, headers=csrf)
+    assert saved.status_code == 200 and saved.json()["segment"]["source"] == "human"
+    shown = viewer.get(f"/api/episodes/{target}").json()["segments"]
+    assert {"start": 2, "stop": 9, "kind": "failure_inducing", "source": "human"} in shown
+    for bad, status in (
+        (dict(label, kind="great"), 422),
+        (dict(label, stop=10**6), 422),
+        (dict(label, start="a"), 422),
+    ):
+        response = floor.post(f"/api/episodes/{target}/segments", json=bad, headers=csrf)
+        assert response.status_code == status, response.text
+    assert floor.post("/api/episodes/99999/segments", json=label, headers=csrf).status_code == 404
+    with EpisodeStore(console["store"]) as store:
+        assert [(e.actor, e.episode) for e in store.index.events(kind="segment_relabelled")] == [("fred", target)]
+
+
 def test_a_server_fault_is_an_error_message_not_a_traceback(console: dict[str, Any], monkeypatch: Any) -> None:
     viewer, _ = client(console, "vera")
 
@@ -232,3 +267,30 @@ def test_users_are_checked_and_stored_hashed(tmp_path: Path) -> None:
     assert users.check_token(token) is None
     raw = (tmp_path / "users.sqlite").read_bytes()
     assert b"long enough" not in raw and token.encode() not in raw
+
+
+def test_camera_frames_of_a_robot_with_a_camera(tmp_path: Path) -> None:
+    import imageio.v3 as iio
+
+    users = UserDB(tmp_path / "users.sqlite")
+    users.add("vera", "viewer", PASSWORD)
+    config = fleet_config(tmp_path, robots=1, episodes=10, task_config={"horizon": 60, "cameras": ["front"],
+                                                                        "image_size": 32})  # fmt: skip
+    runner = FleetRunner(build_fleet(config))
+    app = build_app(runner, users, tmp_path / "store", [ORIGIN])
+    runner.start()
+    try:
+        viewer = TestClient(app)
+        viewer.post("/api/login", json={"username": "vera", "password": PASSWORD})
+        end = time.monotonic() + 30
+        while not viewer.get("/api/fleet").json()["robots"][0]["cameras"] and time.monotonic() < end:
+            time.sleep(0.1)
+        assert viewer.get("/api/fleet").json()["robots"][0]["cameras"] == ["front"]
+        frame = viewer.get("/api/robots/sim00/image?camera=front")
+        assert frame.status_code == 200 and frame.headers["content-type"] == "image/png"
+        assert iio.imread(frame.content).shape == (32, 32, 3)
+        missing = viewer.get("/api/robots/sim00/image?camera=wrist")
+        assert missing.status_code == 404 and "cameras: front" in missing.json()["error"]
+        assert viewer.get("/api/robots/sim07/image").status_code == 404
+    finally:
+        runner.stop()

@@ -63,6 +63,8 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
             "paused": slot.paused,
             "lease": lease,
             "alerts": _alerts(slot, curve),
+            "cameras": sorted(k.removeprefix("images.") for k in (slot.obs or {}) if k.startswith("images.")),
+            "robot_state": np.round(slot.obs["state"], 3).tolist() if slot.obs and "state" in slot.obs else [],
         })  # fmt: skip
     waiting = [r for r in robots if r["state"] == "takeover_requested"]
     return {

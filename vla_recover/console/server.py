@@ -17,6 +17,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from vla_recover.console.runner import FleetRunner
 from vla_recover.console.users import User, UserDB
+from vla_recover.critic.segmenter import CRITIC_KINDS
 
 __all__ = ["PERMISSIONS", "RateLimiter", "build_app"]
 
@@ -39,11 +41,14 @@ log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 COOKIE = "vla_session"
 
+FLOOR_ACTIONS = ("request_takeover", "reset", "pause", "resume", "clear_estop")
+TELEOP_ACTIONS = ("takeover", "release", "rewind", "command")
+ROBOT_ACTIONS = (*FLOOR_ACTIONS, "estop", *TELEOP_ACTIONS)
 PERMISSIONS: dict[str, frozenset[str]] = {
     "view": frozenset({"viewer", "floor", "teleop", "admin"}),
-    **{a: frozenset({"floor", "admin"}) for a in ("request_takeover", "reset", "pause", "resume", "clear_estop")},
+    **{a: frozenset({"floor", "admin"}) for a in (*FLOOR_ACTIONS, "relabel")},
     "estop": frozenset({"floor", "teleop", "admin"}),
-    **{a: frozenset({"teleop", "admin"}) for a in ("takeover", "release", "rewind", "command")},
+    **{a: frozenset({"teleop", "admin"}) for a in TELEOP_ACTIONS},
 }
 
 
@@ -179,8 +184,8 @@ def build_app(
 
     async def robot_action(request: Request) -> Response:
         action, robot = request.path_params["action"], request.path_params["robot"]
-        if action not in PERMISSIONS or action == "view":
-            raise ApiError(404, f"no action {action!r} (one of {', '.join(a for a in PERMISSIONS if a != 'view')})")
+        if action not in ROBOT_ACTIONS:
+            raise ApiError(404, f"no action {action!r} (one of {', '.join(ROBOT_ACTIONS)})")
         user = console.caller(request, action, state_changing=True)
         limiter = console.command_limiter if action == "command" else console.limiter
         if not limiter.allow(user.name):
@@ -201,20 +206,27 @@ def build_app(
             if value:
                 clauses.append(f"{field} = ?")
                 params.append(value)
+        version = request.query_params.get("policy_version")
+        if version:
+            clauses.append("json_extract(info, '$.policy_version') = ?")
+            params.append(version)
         try:
             limit = int(request.query_params.get("limit", "200"))
         except ValueError:
             raise ApiError(422, f"limit: {request.query_params['limit']!r} is not a whole number") from None
+        actors = request.query_params.get("actors")
+        if actors not in (None, "", "autonomous", "intervened"):
+            raise ApiError(422, f"actors: {actors!r} is not autonomous or intervened")
         with _open_store(console) as store:
-            rows = store.index.episodes(" AND ".join(clauses), tuple(params))[-max(1, min(limit, 5000)) :]
-        return JSONResponse([_episode_card(row) for row in rows])
+            rows = store.index.episodes(" AND ".join(clauses), tuple(params))
+            if actors:
+                intervened = {s.episode for s in store.index.segments() if s.kind == "intervention"}
+                rows = [r for r in rows if (r.id in intervened) == (actors == "intervened")]
+        return JSONResponse([_episode_card(row) for row in rows[-max(1, min(limit, 5000)) :]])
 
     async def episode(request: Request) -> Response:
         console.caller(request, "view")
-        try:
-            episode_id = int(request.path_params["episode"])
-        except ValueError:
-            raise ApiError(422, f"episode: {request.path_params['episode']!r} is not an id") from None
+        episode_id = _episode_id(request)
         with _open_store(console) as store:
             rows = store.index.episodes("id = ?", (episode_id,))
             if not rows:
@@ -227,6 +239,47 @@ def build_app(
             "actor": data["actor"].tolist() if "actor" in data else [],
             "segments": [{"start": s.start, "stop": s.stop, "kind": s.kind, "source": s.source} for s in segments],
         })  # fmt: skip
+
+    async def relabel(request: Request) -> Response:
+        user = console.caller(request, "relabel", state_changing=True)
+        episode_id = _episode_id(request)
+        body = await _json_body(request)
+        start, stop, kind = body.get("start"), body.get("stop"), body.get("kind")
+        if not isinstance(start, int) or not isinstance(stop, int):
+            raise ApiError(422, f"start / stop: expected whole step numbers, got {start!r} / {stop!r}")
+        if kind not in CRITIC_KINDS:
+            raise ApiError(422, f"kind: {kind!r} is not one of {', '.join(CRITIC_KINDS)}")
+        write = partial(_write_label, episode_id, start, stop, str(kind), user.name)
+        try:
+            if console.runner is not None:  # the running fleet holds the store for writing: its thread writes
+                segment = await anyio.to_thread.run_sync(console.runner.call, lambda fleet: write(fleet.store))
+            else:
+                segment = await anyio.to_thread.run_sync(_write_to_store, console, write)
+        except (KeyError, ValueError) as exc:
+            raise _fleet_error(exc) from exc
+        return JSONResponse({"ok": True, "segment": segment})
+
+    async def camera(request: Request) -> Response:
+        console.caller(request, "view")
+        robot, name = request.path_params["robot"], request.query_params.get("camera", "front")
+
+        def latest(fleet: Any) -> Any:
+            obs = fleet.slot(robot).obs or {}
+            cameras = sorted(k.removeprefix("images.") for k in obs if k.startswith("images."))
+            if f"images.{name}" not in obs:
+                raise KeyError(
+                    f"camera: robot {robot} has no camera {name!r} (cameras: {', '.join(cameras) or 'none'})"
+                )
+            return np.asarray(obs[f"images.{name}"])
+
+        try:
+            frame = await anyio.to_thread.run_sync(console.fleet().call, latest)
+        except KeyError as exc:
+            raise _fleet_error(exc) from exc
+        import imageio.v3 as iio
+
+        png = iio.imwrite("<bytes>", frame, extension=".png")
+        return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
 
     async def stream(websocket: WebSocket) -> None:
         origin = websocket.headers.get("origin")
@@ -256,6 +309,8 @@ def build_app(
         Route("/api/robots/{robot}/{action}", robot_action, methods=["POST"]),
         Route("/api/episodes", episodes),
         Route("/api/episodes/{episode}", episode),
+        Route("/api/episodes/{episode}/segments", relabel, methods=["POST"]),
+        Route("/api/robots/{robot}/image", camera),
         WebSocketRoute("/ws", stream),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
@@ -295,16 +350,26 @@ def _operation(console: Console, user: User, robot: str, action: str, body: dict
         raise ApiError(403, f"only the lease holder ({holder or 'nobody'}) can {action} {robot}")
     if action == "command":
         vector = _action_vector(body.get("action"))
-        return lambda fleet: fleet.command(robot, token, vector)
+
+        def command(fleet: Any) -> dict[str, Any]:
+            lease = fleet.renew_lease(robot, token)  # a driver who keeps sending keeps the robot
+            fleet.command(robot, token, vector)
+            return {"lease_expires_s": round(lease.expires - fleet.now(), 2)}
+
+        return command
     if action == "rewind":
         steps = body.get("steps")
         if steps is not None and (not isinstance(steps, int) or steps < 1):
             raise ApiError(422, f"steps: expected a whole number of steps >= 1 or null, got {steps!r}")
         return lambda fleet: {"steps_undone": fleet.rewind(robot, token, steps)}
 
+    done = bool(body.get("correction_done", False))
+
     def release(fleet: Any) -> None:
         fleet.release_takeover(robot, token)
         console.leases.pop(robot, None)
+        if done:
+            fleet.event("correction_done", name, {}, robot)
 
     return release
 
@@ -375,6 +440,36 @@ class _open_store:
 
     def __exit__(self, *exc: object) -> None:
         self.store.close()
+
+
+def _episode_id(request: Request) -> int:
+    try:
+        return int(request.path_params["episode"])
+    except ValueError:
+        raise ApiError(422, f"episode: {request.path_params['episode']!r} is not an id") from None
+
+
+def _write_label(episode_id: int, start: int, stop: int, kind: str, user: str, store: Any) -> dict[str, Any]:
+    """A human's segment label on a stored episode, and the event that says who set it."""
+    rows = store.index.episodes("id = ?", (episode_id,))
+    if not rows:
+        raise KeyError(f"episode: no episode {episode_id}")
+    if not 0 <= start < stop <= rows[0].length:
+        raise ValueError(f"start / stop: [{start}, {stop}) is not inside episode {episode_id} (0-{rows[0].length})")
+    with store.index.transaction():
+        segment = store.index.insert_segment(episode_id, start, stop, kind, "human")
+        payload = {"segment": segment, "start": start, "stop": stop, "kind": kind}
+        store.index.insert_event("segment_relabelled", user, payload, episode=episode_id)
+    return {"id": segment, "start": start, "stop": stop, "kind": kind, "source": "human"}
+
+
+def _write_to_store(console: Console, write: Callable[[Any], Any]) -> Any:
+    from vla_recover.data import EpisodeStore
+
+    if console.store is None:
+        raise ApiError(503, "no store: start the console with --store PATH")
+    with EpisodeStore(console.store, mode="a") as store:
+        return write(store)
 
 
 def _episode_card(row: Any) -> dict[str, Any]:

@@ -45,6 +45,24 @@ function button(label, onClick, cls = "") {
   return b;
 }
 
+const thumbnails = new Map();  // robot → its <img>, kept across renders so it reloads once a second, not per update
+let frameStamp = 0;
+setInterval(() => { frameStamp += 1; }, 1000);
+
+function thumbnail(robot, camera, stamp) {
+  const key = `${robot}/${camera}`;
+  if (!thumbnails.has(key)) {
+    const img = document.createElement("img");
+    img.className = "thumb";
+    img.alt = `${robot} ${camera} camera`;
+    thumbnails.set(key, img);
+  }
+  const img = thumbnails.get(key);
+  const src = `/api/robots/${encodeURIComponent(robot)}/image?camera=${camera}&t=${stamp}`;
+  if (img.dataset.src !== src) { img.dataset.src = src; img.src = src; }
+  return img;
+}
+
 function renderCards() {
   const cards = $("#cards");
   cards.replaceChildren();
@@ -61,6 +79,7 @@ function renderCards() {
       <div class="alerts">${r.alerts.map((a) => `<span>${a.replaceAll("_", " ")}</span>`).join("")}</div>
       <div class="buttons"></div>`;
     card.querySelector(".instruction").textContent = r.instruction;  // text, never markup
+    if (r.cameras.length) card.insertBefore(thumbnail(r.robot, r.cameras[0], frameStamp), card.querySelector(".bar"));
     const buttons = card.querySelector(".buttons");
     if (["floor", "admin"].includes(me.role)) {
       buttons.append(button("Request takeover", () => act(r.robot, "request_takeover")));
@@ -92,7 +111,12 @@ function renderTeleop() {
     ? `Driving ${held} (${card.state}); lease ${card.lease ? card.lease.expires_in_s.toFixed(1) + " s left" : "lost"}.`
     : "You hold no robot. Take one over from the queue.";
   if (held && card && card.state !== "teleop" && card.state !== "rewinding") held = null;
+  const images = $("#teleop-images");
+  images.replaceChildren(...(card ? card.cameras.map((c) => thumbnail(card.robot, c, teleopStamp)) : []));
+  $("#teleop-state").textContent = card ? `state ${JSON.stringify(card.robot_state)}\nprogress ${card.progress}` : "";
 }
+let teleopStamp = 0;
+setInterval(() => { teleopStamp += 1; }, 200);  // the driver's view: five frames a second
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
@@ -176,6 +200,31 @@ async function showEpisode(id) {
     }
     view.append(line);
   }
+  if (e.progress.length > 1) {
+    const width = 600, height = 80;
+    const points = e.progress.map((p, i) => `${(i / (e.progress.length - 1)) * width},${height - p * height}`);
+    view.insertAdjacentHTML("beforeend", `<svg class="curve" viewBox="0 0 ${width} ${height}" preserveAspectRatio="none">
+      <polyline points="${points.join(" ")}" fill="none" stroke="#1565c0" stroke-width="2"/></svg>`);
+  }
+  if (["floor", "admin"].includes(me.role)) {
+    const form = document.createElement("form");
+    form.className = "relabel";
+    form.innerHTML = `Relabel steps <input name="start" type="number" min="0" value="0"> to
+      <input name="stop" type="number" min="1" value="${e.length}"> as <select name="kind">
+      ${["progress", "idle", "failure_inducing", "recovery"].map((k) => `<option>${k}</option>`).join("")}</select>
+      <button type="submit">Save label</button>`;
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const data = new FormData(form);
+      try {
+        await api(`/api/episodes/${e.id}/segments`,
+          { start: Number(data.get("start")), stop: Number(data.get("stop")), kind: data.get("kind") });
+        notice(`episode ${e.id}: label saved`);
+        showEpisode(e.id);
+      } catch (error) { notice(`relabel: ${error.message}`); }
+    });
+    view.append(form);
+  }
   const legend = document.createElement("div");
   legend.className = "legend";
   for (const kind of [...new Set(e.segments.map((s) => s.kind))]) {
@@ -214,6 +263,7 @@ $("#rewind-steps").addEventListener("input", (e) => { $("#rewind-value").textCon
 $("#rewind").addEventListener("click", () => held && act(held, "rewind", { steps: Number($("#rewind-steps").value) }));
 $("#rewind-best").addEventListener("click", () => held && act(held, "rewind", { steps: null }));
 $("#release").addEventListener("click", () => held && act(held, "release"));
+$("#correction-done").addEventListener("click", () => held && act(held, "release", { correction_done: true }));
 $("#episode-filter").addEventListener("submit", (event) => { event.preventDefault(); loadEpisodes(); });
 for (const link of document.querySelectorAll("nav a")) link.addEventListener("click", () => showPage(link.dataset.page));
 start();
