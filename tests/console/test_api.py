@@ -294,3 +294,36 @@ def test_camera_frames_of_a_robot_with_a_camera(tmp_path: Path) -> None:
         assert viewer.get("/api/robots/sim07/image").status_code == 404
     finally:
         runner.stop()
+
+
+def test_loop_runs_with_their_rounds_and_plots(tmp_path: Path) -> None:
+    import json
+
+    import imageio.v3 as iio
+    import numpy as np
+
+    run = tmp_path / "loop" / "lift"
+    (run / "plots").mkdir(parents=True)
+    iio.imwrite(run / "plots" / "success_rate.png", np.zeros((8, 8, 3), np.uint8))
+    fleet = {"operator_s": {"floor": 30.0, "teleop": 90.0}, "interventions": 4, "successes_per_operator_hour": 120.0}
+    summary = {"name": "lift", "task": "LiftCube", "method": "habc", "rounds": [
+        {"round": 0, "eval": {"success_rate": 0.48}, "promoted": None, "current": "base"},
+        {"round": 1, "eval": {"success_rate": 0.82}, "promoted": True, "current": "round_1", "fleet": fleet},
+    ]}  # fmt: skip
+    (run / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "loop" / "unfinished").mkdir()  # no summary yet: not listed
+    users = UserDB(tmp_path / "users.sqlite")
+    users.add("vera", "viewer", PASSWORD)
+    viewer = TestClient(build_app(None, users, None, [ORIGIN], tmp_path / "loop"))
+    assert viewer.get("/api/runs").status_code == 401
+    viewer.post("/api/login", json={"username": "vera", "password": PASSWORD})
+    [card] = viewer.get("/api/runs").json()
+    assert card["name"] == "lift" and [r["success_rate"] for r in card["rounds"]] == [0.48, 0.82]
+    assert card["rounds"][1]["operator_s"] == 120.0 and card["rounds"][1]["promoted"] is True
+    assert viewer.get("/api/runs/lift").json()["plots"] == ["success_rate.png"]
+    plot = viewer.get("/api/runs/lift/plots/success_rate.png")
+    assert plot.status_code == 200 and plot.headers["content-type"] == "image/png"
+    assert viewer.get("/api/runs/lift/plots/..%2Fsummary.json").status_code == 404
+    assert viewer.get("/api/runs/unfinished").status_code == 404
+    assert viewer.get("/api/fleet").status_code == 503  # no fleet in this console
+    assert viewer.get("/api/episodes").json()["error"].startswith("no store")

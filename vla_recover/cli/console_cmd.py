@@ -34,6 +34,7 @@ def serve(
     host: Annotated[str, typer.Option(help="address to bind; loopback unless you mean it")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
     origin: Annotated[list[str] | None, typer.Option(help="extra allowed WebSocket origins")] = None,
+    runs: Annotated[Path, typer.Option(help="folder of loop runs for the Runs page")] = Path("runs/loop"),
 ) -> None:
     """Serve the console; with --fleet, run that fleet (its store is the console's) at the control rate."""
     if context.invoked_subcommand is not None:
@@ -60,7 +61,7 @@ def serve(
         if not users.users():
             raise ValueError(f"store: no console users in {store}; add one with `vla-recover console user add`")
         origins = [f"http://{name}:{port}" for name in {host, "127.0.0.1", "localhost"}] + list(origin or [])
-        app = build_app(runner, users, store, origins)
+        app = build_app(runner, users, store, origins, runs)
         if runner is not None:
             runner.start()
     console.print(f"console on http://{host}:{port} (store {store}); Ctrl-C stops")

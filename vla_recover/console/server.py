@@ -77,8 +77,10 @@ class RateLimiter:
 class Console:
     """The app's state: users, browser sessions, who holds which robot's lease, the fleet runner."""
 
-    def __init__(self, runner: FleetRunner | None, users: UserDB, store: Path | None, origins: list[str]) -> None:
-        self.runner, self.users, self.store, self.origins = runner, users, store, origins
+    def __init__(
+        self, runner: FleetRunner | None, users: UserDB, store: Path | None, origins: list[str], runs: Path | None
+    ) -> None:
+        self.runner, self.users, self.store, self.origins, self.runs = runner, users, store, origins, runs
         self.sessions: dict[str, tuple[User, str]] = {}  # session token → (user, csrf token)
         self.leases: dict[str, tuple[str, str]] = {}  # robot → (user, lease token)
         self.limiter = RateLimiter(rate=20.0, burst=40)  # operator actions
@@ -144,10 +146,14 @@ def _fleet_error(exc: Exception) -> ApiError:
 
 
 def build_app(
-    runner: FleetRunner | None, users: UserDB, store: Path | None = None, origins: list[str] | None = None
+    runner: FleetRunner | None,
+    users: UserDB,
+    store: Path | None = None,
+    origins: list[str] | None = None,
+    runs: Path | None = None,
 ) -> Starlette:
-    """``origins``: where a WebSocket may be opened from (default: the console's own address)."""
-    console = Console(runner, users, store, origins or [])
+    """``origins``: where a WebSocket may be opened from; ``runs``: the folder of loop runs (runs/loop)."""
+    console = Console(runner, users, store, origins or [], runs)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
@@ -281,6 +287,26 @@ def build_app(
         png = iio.imwrite("<bytes>", frame, extension=".png")
         return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
 
+    async def run_list(request: Request) -> Response:
+        console.caller(request, "view")
+        return JSONResponse([_run_card(path) for path in _loop_runs(console.runs)])
+
+    async def run(request: Request) -> Response:
+        console.caller(request, "view")
+        path = _loop_run(console.runs, request.path_params["run"])
+        summary = json.loads((path / "summary.json").read_text())
+        plots = sorted(p.name for p in (path / "plots").glob("*.png")) if (path / "plots").is_dir() else []
+        return JSONResponse({**summary, "plots": plots})
+
+    async def run_plot(request: Request) -> Response:
+        console.caller(request, "view")
+        path = _loop_run(console.runs, request.path_params["run"])
+        plots = {p.name: p for p in (path / "plots").glob("*.png")} if (path / "plots").is_dir() else {}
+        name = request.path_params["plot"]
+        if name not in plots:  # only files listed in the run's plots folder: no path from the request is opened
+            raise ApiError(404, f"plot: run {path.name} has no plot {name!r} ({', '.join(sorted(plots)) or 'none'})")
+        return FileResponse(plots[name], media_type="image/png")
+
     async def stream(websocket: WebSocket) -> None:
         origin = websocket.headers.get("origin")
         if origin is not None and origin not in console.origins:
@@ -311,6 +337,9 @@ def build_app(
         Route("/api/episodes/{episode}", episode),
         Route("/api/episodes/{episode}/segments", relabel, methods=["POST"]),
         Route("/api/robots/{robot}/image", camera),
+        Route("/api/runs", run_list),
+        Route("/api/runs/{run}", run),
+        Route("/api/runs/{run}/plots/{plot}", run_plot),
         WebSocketRoute("/ws", stream),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
@@ -470,6 +499,37 @@ def _write_to_store(console: Console, write: Callable[[Any], Any]) -> Any:
         raise ApiError(503, "no store: start the console with --store PATH")
     with EpisodeStore(console.store, mode="a") as store:
         return write(store)
+
+
+def _loop_runs(directory: Path | None) -> list[Path]:
+    if directory is None or not directory.is_dir():
+        return []
+    return sorted(p.parent for p in directory.glob("*/summary.json"))
+
+
+def _loop_run(directory: Path | None, name: str) -> Path:
+    runs = {path.name: path for path in _loop_runs(directory)}
+    if name not in runs:
+        raise ApiError(404, f"run: no loop run {name!r} in {directory} ({', '.join(sorted(runs)) or 'none'})")
+    return runs[name]
+
+
+def _run_card(path: Path) -> dict[str, Any]:
+    """A loop run at a glance: success rate per round, what was promoted, human effort."""
+    summary = json.loads((path / "summary.json").read_text())
+    rounds = []
+    for entry in summary.get("rounds", []):
+        fleet = entry.get("fleet") or {}
+        rounds.append({
+            "round": entry.get("round"),
+            "success_rate": (entry.get("eval") or {}).get("success_rate"),
+            "promoted": entry.get("promoted"),
+            "current": entry.get("current"),
+            "operator_s": sum((fleet.get("operator_s") or {}).values()),
+            "interventions": fleet.get("interventions"),
+            "successes_per_operator_hour": fleet.get("successes_per_operator_hour"),
+        })  # fmt: skip
+    return {"name": path.name, "task": summary.get("task"), "method": summary.get("method"), "rounds": rounds}
 
 
 def _episode_card(row: Any) -> dict[str, Any]:

@@ -167,6 +167,38 @@ function showPage(name) {
   for (const page of document.querySelectorAll(".page")) page.hidden = page.id !== `page-${name}`;
   for (const link of document.querySelectorAll("nav a")) link.classList.toggle("active", link.dataset.page === name);
   if (name === "episodes") loadEpisodes();
+  if (name === "runs") loadRuns();
+}
+
+async function loadRuns() {
+  const rows = $("#run-rows");
+  rows.replaceChildren();
+  const percent = (x) => (x === null || x === undefined ? "-" : `${Math.round(x * 100)}%`);
+  for (const run of await api("/api/runs")) {
+    const tr = document.createElement("tr");
+    const promoted = run.rounds.filter((r) => r.promoted).map((r) => `round ${r.round}`).join(", ") || "none";
+    const operator = run.rounds.reduce((total, r) => total + (r.operator_s || 0), 0);
+    const roh = run.rounds.map((r) => r.successes_per_operator_hour).filter((x) => x !== null && x !== undefined);
+    tr.innerHTML = `<td></td><td>${run.task}</td><td>${run.method}</td>
+      <td>${run.rounds.map((r) => percent(r.success_rate)).join(" → ")}</td><td>${promoted}</td>
+      <td>${operator.toFixed(0)}</td><td>${roh.map((x) => x.toFixed(0)).join(", ") || "-"}</td>`;
+    tr.firstChild.textContent = run.name;
+    tr.addEventListener("click", () => showRun(run.name));
+    rows.append(tr);
+  }
+}
+
+async function showRun(name) {
+  const run = await api(`/api/runs/${encodeURIComponent(name)}`);
+  const view = $("#run-view");
+  view.replaceChildren();
+  for (const plot of run.plots) {
+    const img = document.createElement("img");
+    img.className = "plot";
+    img.alt = plot;
+    img.src = `/api/runs/${encodeURIComponent(name)}/plots/${encodeURIComponent(plot)}`;
+    view.append(img);
+  }
 }
 
 async function loadEpisodes() {
