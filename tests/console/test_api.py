@@ -327,3 +327,29 @@ def test_loop_runs_with_their_rounds_and_plots(tmp_path: Path) -> None:
     assert viewer.get("/api/runs/unfinished").status_code == 404
     assert viewer.get("/api/fleet").status_code == 503  # no fleet in this console
     assert viewer.get("/api/episodes").json()["error"].startswith("no store")
+
+
+def test_scrubbing_a_stored_episode_step_by_step_with_its_frames(tmp_path: Path) -> None:
+    import imageio.v3 as iio
+    import numpy as np
+
+    from vla_recover.data import EpisodeData
+
+    frames = np.stack([np.full((16, 16, 3), 10 * i, np.uint8) for i in range(6)])
+    steps = {"obs.state": np.arange(12, dtype=np.float32).reshape(6, 2), "obs.images.front": frames,
+             "action": np.zeros((6, 5), np.float32), "progress": np.linspace(0, 1, 6).astype(np.float32)}  # fmt: skip
+    with EpisodeStore(tmp_path / "store", mode="a") as store:
+        store.append_episodes([EpisodeData(task="LiftCube", steps=steps, actor=["policy"] * 3 + ["human"] * 3)])
+    users = UserDB(tmp_path / "users.sqlite")
+    users.add("vera", "viewer", PASSWORD)
+    viewer = TestClient(build_app(None, users, tmp_path / "store", [ORIGIN]))
+    viewer.post("/api/login", json={"username": "vera", "password": PASSWORD})
+    step = viewer.get("/api/episodes/0/steps/4").json()
+    assert step["actor"] == "human" and step["state"] == [8.0, 9.0] and step["cameras"] == ["front"]
+    assert step["progress"] == pytest.approx(0.8)
+    frame = viewer.get("/api/episodes/0/steps/4/image?camera=front")
+    assert frame.status_code == 200 and (iio.imread(frame.content) == 40).all()
+    assert viewer.get("/api/episodes/0/steps/6").status_code == 404
+    assert viewer.get("/api/episodes/0/steps/x").status_code == 422
+    assert viewer.get("/api/episodes/0/steps/1/image?camera=wrist").status_code == 404
+    assert viewer.get("/api/episodes/0").json()["actor"] == ["policy"] * 3 + ["human"] * 3

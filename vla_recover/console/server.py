@@ -34,6 +34,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from vla_recover.console.runner import FleetRunner
 from vla_recover.console.users import User, UserDB
 from vla_recover.critic.segmenter import CRITIC_KINDS
+from vla_recover.data.schema import ACTORS
 
 __all__ = ["PERMISSIONS", "RateLimiter", "build_app"]
 
@@ -242,9 +243,39 @@ def build_app(
         return JSONResponse({
             **_episode_card(rows[0]),
             "progress": np.round(data["progress"].astype(float), 4).tolist() if "progress" in data else [],
-            "actor": data["actor"].tolist() if "actor" in data else [],
+            "actor": [ACTORS[int(a)] for a in data["actor"]] if "actor" in data else [],
             "segments": [{"start": s.start, "stop": s.stop, "kind": s.kind, "source": s.source} for s in segments],
         })  # fmt: skip
+
+    async def episode_step(request: Request) -> Response:
+        """One step of a stored episode, for scrubbing: who acted, what it did, progress, and its cameras."""
+        console.caller(request, "view")
+        episode_id, index = _episode_id(request), _step_index(request)
+        with _open_store(console) as store:
+            row = _stored_step(store, episode_id, index)
+            at = row.start + index
+            values = {key: store.read(key, at, at + 1)[0] for key in store.data_keys() if "images." not in key}
+            cameras = sorted(k.removeprefix("obs.images.") for k in store.data_keys() if k.startswith("obs.images."))
+        actor = values.get("actor")
+        return JSONResponse({
+            "episode": episode_id, "step": index, "length": row.length, "cameras": cameras,
+            "actor": ACTORS[int(actor)] if actor is not None and int(actor) < len(ACTORS) else None,
+            **{k.removeprefix("obs."): _plain(v) for k, v in values.items() if k != "actor"},
+        })  # fmt: skip
+
+    async def episode_frame(request: Request) -> Response:
+        console.caller(request, "view")
+        episode_id, index = _episode_id(request), _step_index(request)
+        name = request.query_params.get("camera", "front")
+        with _open_store(console) as store:
+            row = _stored_step(store, episode_id, index)
+            key = f"obs.images.{name}"
+            if key not in store.data_keys():
+                raise ApiError(404, f"camera: episode {episode_id} has no camera {name!r}")
+            frame = store.read(key, row.start + index, row.start + index + 1)[0]
+        import imageio.v3 as iio
+
+        return Response(iio.imwrite("<bytes>", np.asarray(frame), extension=".png"), media_type="image/png")
 
     async def relabel(request: Request) -> Response:
         user = console.caller(request, "relabel", state_changing=True)
@@ -336,6 +367,8 @@ def build_app(
         Route("/api/episodes", episodes),
         Route("/api/episodes/{episode}", episode),
         Route("/api/episodes/{episode}/segments", relabel, methods=["POST"]),
+        Route("/api/episodes/{episode}/steps/{step}", episode_step),
+        Route("/api/episodes/{episode}/steps/{step}/image", episode_frame),
         Route("/api/robots/{robot}/image", camera),
         Route("/api/runs", run_list),
         Route("/api/runs/{run}", run),
@@ -476,6 +509,28 @@ def _episode_id(request: Request) -> int:
         return int(request.path_params["episode"])
     except ValueError:
         raise ApiError(422, f"episode: {request.path_params['episode']!r} is not an id") from None
+
+
+def _plain(value: Any) -> Any:
+    """A stored value as JSON: floats rounded, booleans and integers as they are."""
+    array = np.asarray(value)
+    return (array.round(4) if array.dtype.kind == "f" else array).tolist()
+
+
+def _step_index(request: Request) -> int:
+    try:
+        return int(request.path_params["step"])
+    except ValueError:
+        raise ApiError(422, f"step: {request.path_params['step']!r} is not a step number") from None
+
+
+def _stored_step(store: Any, episode_id: int, index: int) -> Any:
+    rows = store.index.episodes("id = ?", (episode_id,))
+    if not rows:
+        raise ApiError(404, f"episode: no episode {episode_id}")
+    if not 0 <= index < rows[0].length:
+        raise ApiError(404, f"step: episode {episode_id} has steps 0-{rows[0].length - 1}, not {index}")
+    return rows[0]
 
 
 def _write_label(episode_id: int, start: int, stop: int, kind: str, user: str, store: Any) -> dict[str, Any]:

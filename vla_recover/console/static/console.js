@@ -238,6 +238,24 @@ async function showEpisode(id) {
     view.insertAdjacentHTML("beforeend", `<svg class="curve" viewBox="0 0 ${width} ${height}" preserveAspectRatio="none">
       <polyline points="${points.join(" ")}" fill="none" stroke="#1565c0" stroke-width="2"/></svg>`);
   }
+  const scrub = document.createElement("div");
+  scrub.className = "scrub";
+  scrub.innerHTML = `<label>Step <input type="range" min="0" max="${e.length - 1}" value="0"> <span></span></label>
+    <div class="frames"></div><pre></pre>`;
+  const show = async (index) => {
+    const step = await api(`/api/episodes/${e.id}/steps/${index}`);
+    scrub.querySelector("span").textContent = `${index} · ${step.actor} · progress ${step.progress}`;
+    scrub.querySelector("pre").textContent = `state ${JSON.stringify(step.state)}\naction ${JSON.stringify(step.action)}`;
+    scrub.querySelector(".frames").replaceChildren(...step.cameras.map((camera) => {
+      const img = document.createElement("img");
+      img.className = "frame";
+      img.src = `/api/episodes/${e.id}/steps/${index}/image?camera=${camera}`;
+      return img;
+    }));
+  };
+  scrub.querySelector("input").addEventListener("input", (event) => show(Number(event.target.value)));
+  view.append(scrub);
+  show(0);
   if (["floor", "admin"].includes(me.role)) {
     const form = document.createElement("form");
     form.className = "relabel";
