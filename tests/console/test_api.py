@@ -353,3 +353,26 @@ def test_scrubbing_a_stored_episode_step_by_step_with_its_frames(tmp_path: Path)
     assert viewer.get("/api/episodes/0/steps/x").status_code == 422
     assert viewer.get("/api/episodes/0/steps/1/image?camera=wrist").status_code == 404
     assert viewer.get("/api/episodes/0").json()["actor"] == ["policy"] * 3 + ["human"] * 3
+
+
+@pytest.mark.parametrize("allocation, order", [("fifo", ["sim00", "sim01"]), ("priority", ["sim01", "sim00"])])
+def test_the_queue_is_ordered_as_the_allocation_policy_serves_it(
+    tmp_path: Path, allocation: str, order: list[str]
+) -> None:
+    from tests.fleet.test_fleet import tick_until
+    from vla_recover.console.runner import fleet_snapshot
+
+    config = fleet_config(tmp_path, robots=2, teleoperator={"enabled": False, "allocation": allocation})
+    fleet = build_fleet(config)
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: all(str(s.state) == "autonomous" for s in fleet.slots.values()))
+        fleet.request_takeover("sim00", "fred")
+        time.sleep(0.01)
+        fleet.request_takeover("sim01", "fred")
+        fleet.slots["sim00"].branch_progress[:] = [0.5, 0.4]  # lost 0.1
+        fleet.slots["sim01"].branch_progress[:] = [0.6, 0.1]  # lost 0.5: at more risk
+        snapshot = fleet_snapshot(fleet)
+        assert [item["robot"] for item in snapshot["queue"]] == order and snapshot["allocation"] == allocation
+    finally:
+        fleet.close()

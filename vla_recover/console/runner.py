@@ -67,15 +67,27 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
             "robot_state": np.round(slot.obs["state"], 3).tolist() if slot.obs and "state" in slot.obs else [],
         })  # fmt: skip
     waiting = [r for r in robots if r["state"] == "takeover_requested"]
+    if fleet.config.teleoperator.allocation == "priority":  # the robot at most risk first, as the teleoperator serves
+        order = sorted(waiting, key=lambda card: -_progress_lost(fleet, card["robot"]))
+    else:  # first come, first served
+        order = sorted(waiting, key=_waited)
     return {
         "sim_time": round(now, 2),
         "ticks": fleet.ticks,
         "finished": fleet.finished,
         "action_dim": fleet.action_dim,
         "robots": robots,
-        "queue": [{"robot": r["robot"], "waiting_s": r["in_state_s"]} for r in sorted(waiting, key=_waited)],
+        "queue": [{"robot": r["robot"], "waiting_s": r["in_state_s"]} for r in order],
+        "allocation": fleet.config.teleoperator.allocation,
+        "control_dt": fleet.dt,
         "effort": fleet.ledger.summary(),
     }
+
+
+def _progress_lost(fleet: Any, robot: str) -> float:
+    slot = fleet.slots[robot]
+    curve = slot.branch_critic if fleet.critic is not None else slot.branch_progress
+    return float(max(curve) - curve[-1]) if curve else 0.0
 
 
 def _waited(card: dict[str, Any]) -> float:

@@ -95,6 +95,9 @@ function renderCards() {
 }
 
 function renderQueue() {
+  $("#queue-order").textContent = fleet.allocation === "priority"
+    ? "Ordered by risk (progress lost), as the teleoperator allocation policy serves them."
+    : "First come, first served.";
   const rows = $("#queue-rows");
   rows.replaceChildren();
   for (const item of fleet.queue) {
@@ -309,7 +312,10 @@ $("#login-form").addEventListener("submit", async (event) => {
   }
 });
 $("#estop-all").addEventListener("click", () => act("all", "estop"));
-$("#rewind-steps").addEventListener("input", (e) => { $("#rewind-value").textContent = e.target.value; });
+$("#rewind-steps").addEventListener("input", (e) => {
+  const seconds = fleet ? ` (${(e.target.value * fleet.control_dt).toFixed(1)} s)` : "";
+  $("#rewind-value").textContent = `${e.target.value}${seconds}`;
+});
 $("#rewind").addEventListener("click", () => held && act(held, "rewind", { steps: Number($("#rewind-steps").value) }));
 $("#rewind-best").addEventListener("click", () => held && act(held, "rewind", { steps: null }));
 $("#release").addEventListener("click", () => held && act(held, "release"));
