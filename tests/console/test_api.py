@@ -81,6 +81,14 @@ def test_login_and_reading_need_a_user(console: dict[str, Any]) -> None:
     assert TestClient(console["app"]).get("/api/fleet", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     assert viewer.get("/").status_code == 200 and "console.js" in viewer.get("/").text
     assert viewer.get("/static/console.js").status_code == 200
+    assert viewer.post("/api/logout").json() == {"ok": True}
+    assert viewer.get("/api/me").status_code == 401  # the session is gone, not just the cookie
+    viewer, _ = client(console, "vera")
+    sessions = console["app"].state.console.sessions
+    for token, (user, csrf, _expires) in list(sessions.items()):
+        sessions[token] = (user, csrf, time.monotonic() - 1.0)  # a shift later
+    expired = viewer.get("/api/me")
+    assert expired.status_code == 401 and expired.json()["error"] == "the session expired; log in again"
 
 
 def test_roles_and_csrf_guard_every_action(console: dict[str, Any]) -> None:

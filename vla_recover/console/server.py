@@ -82,7 +82,8 @@ class Console:
         self, runner: FleetRunner | None, users: UserDB, store: Path | None, origins: list[str], runs: Path | None
     ) -> None:
         self.runner, self.users, self.store, self.origins, self.runs = runner, users, store, origins, runs
-        self.sessions: dict[str, tuple[User, str]] = {}  # session token → (user, csrf token)
+        self.sessions: dict[str, tuple[User, str, float]] = {}  # session token → (user, csrf token, expiry)
+        self.session_ttl_s = 12 * 3600.0  # a shift
         self.leases: dict[str, tuple[str, str]] = {}  # robot → (user, lease token)
         self.limiter = RateLimiter(rate=20.0, burst=40)  # operator actions
         self.command_limiter = RateLimiter(rate=60.0, burst=60)  # teleop commands stream at the control rate
@@ -104,10 +105,15 @@ class Console:
             if user is None:
                 raise ApiError(401, "unknown or revoked token")
             return user, None
-        session = self.sessions.get(connection.cookies.get(COOKIE, ""))
+        token = connection.cookies.get(COOKIE, "")
+        session = self.sessions.get(token)
         if session is None:
             raise ApiError(401, "log in first")
-        return session
+        user, csrf, expires = session
+        if time.monotonic() > expires:
+            self.sessions.pop(token, None)
+            raise ApiError(401, "the session expired; log in again")
+        return user, csrf
 
     def fleet(self) -> FleetRunner:
         if self.runner is None:
@@ -170,7 +176,7 @@ def build_app(
         if user is None:
             raise ApiError(401, "wrong user name or password")
         session, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(16)
-        console.sessions[session] = (user, csrf)
+        console.sessions[session] = (user, csrf, time.monotonic() + console.session_ttl_s)
         response = JSONResponse({"user": user.name, "role": user.role, "csrf": csrf})
         response.set_cookie(COOKIE, session, httponly=True, samesite="strict")
         return response
