@@ -138,8 +138,8 @@ def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: 
         teleop.find_element(By.CSS_SELECTOR, 'nav a[data-page="queue"]').click()
         wait(lambda: "sim00" in teleop.find_element(By.ID, "queue-rows").text, what="sim00 in the queue")
         teleop.save_screenshot(str(ARTIFACTS / "3_teleop_queue.png"))
-        take = wait(lambda: teleop.find_element(By.CSS_SELECTOR, "#queue-rows button"), what="take over")
-        teleop.execute_script("arguments[0].click()", take)
+        take = "const b = document.querySelector('#queue-rows button'); if (b) b.click(); return Boolean(b);"
+        wait(lambda: teleop.execute_script(take), what="take over")  # one script: the queue re-renders at 10 Hz
         wait(lambda: "Driving sim00" in teleop.find_element(By.ID, "teleop-lease").text, what="the lease")
         body = teleop.find_element(By.TAG_NAME, "body")
         ActionChains(teleop).move_to_element(body).key_down("r").pause(1.5).key_up("r").perform()  # raise the gripper
