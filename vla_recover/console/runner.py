@@ -64,7 +64,7 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
             "lease": lease,
             "alerts": _alerts(slot, curve),
             "cameras": sorted(k.removeprefix("images.") for k in (slot.obs or {}) if k.startswith("images.")),
-            "robot_state": np.round(slot.obs["state"], 3).tolist() if slot.obs and "state" in slot.obs else [],
+            "robot_state": [round(float(x), 3) for x in slot.obs["state"]] if slot.obs and "state" in slot.obs else [],
         })  # fmt: skip
     waiting = [r for r in robots if r["state"] == "takeover_requested"]
     if fleet.config.teleoperator.allocation == "priority":  # the robot at most risk first, as the teleoperator serves
