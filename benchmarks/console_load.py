@@ -2,8 +2,9 @@
 browser-like WebSocket clients receiving state at 10 Hz and polling the REST API.
 
 Measured: the server process's CPU (fleet control loop + web server, as a fraction of one core) with no client
-and with the clients; the state updates' interval at the clients (p50 / p99: does the page stay live?); and the
-latency of ``GET /api/fleet`` under that load. The sim workers are separate processes and not counted.
+and with the clients; the state updates' interval at the clients (p50 / p99: does the page stay live?); the
+latency of ``GET /api/fleet`` under that load; and, where Chromium is installed, how long the real fleet page
+takes to render each update. The sim workers are separate processes and not counted.
 Last line: one JSON object.
 
     python benchmarks/console_load.py [--robots 12] [--clients 4] [--seconds 10]
@@ -92,6 +93,38 @@ def websocket_client(address: str, session: str, seconds: float, intervals: list
             last = now
 
 
+def page_render_ms(address: str, seconds: float) -> dict[str, float] | None:
+    """A logged-in fleet page in headless Chromium: how long each state update takes to render (None: no browser)."""
+    import shutil
+
+    if shutil.which("chromedriver") is None or shutil.which("chromium") is None:
+        return None
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")  # type: ignore[assignment]
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+    try:
+        driver.get(f"http://{address}/")
+        time.sleep(1.0)
+        driver.find_element(By.NAME, "username").send_keys("viewer")
+        driver.find_element(By.NAME, "password").send_keys(PASSWORD)
+        driver.find_element(By.CSS_SELECTOR, "#login-form button").click()
+        time.sleep(seconds)
+        times = np.asarray(driver.execute_script("return window.renderTimes"), dtype=float)
+    finally:
+        driver.quit()
+    return {
+        "page_updates_per_s": round(len(times) / seconds, 1),
+        "page_render_ms_p50": round(float(np.percentile(times, 50)), 2),
+        "page_render_ms_max": round(float(times.max()), 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--robots", type=int, default=12)
@@ -128,6 +161,7 @@ def main() -> None:
             realtime = (client.get("/api/fleet").json()["sim_time"] - sim_start) / elapsed
             for thread in clients:
                 thread.join()
+            page = page_render_ms(address, args.seconds)
         finally:
             os.killpg(process.pid, signal.SIGINT)
             process.wait(timeout=30)
@@ -144,6 +178,7 @@ def main() -> None:
         "api_fleet_latency_ms_p50": round(float(np.percentile(latencies, 50)) * 1e3, 1),
         "api_fleet_latency_ms_p99": round(float(np.percentile(latencies, 99)) * 1e3, 1),
         "goal_server_cpu_below": 0.2,
+        **(page or {"page": "no chromium / chromedriver: page render time not measured"}),
     }
     print(json.dumps(result))
 

@@ -6,6 +6,7 @@ let me = null;          // {user, role, csrf}
 let fleet = null;       // the latest snapshot from /ws
 let socket = null;
 let held = null;        // the robot this user drives, if any
+const renderTimes = window.renderTimes = [];  // ms per state update, the page's own responsiveness
 const keys = new Set();
 let grip = -1;
 
@@ -128,7 +129,10 @@ function connect() {
     const message = JSON.parse(event.data);
     if (message.type === "fleet") {
       fleet = message;
+      const started = performance.now();
       renderCards(); renderQueue(); renderTeleop();
+      renderTimes.push(performance.now() - started);  // read by benchmarks/console_load.py
+      if (renderTimes.length > 1000) renderTimes.shift();
       status(`sim time ${fleet.sim_time.toFixed(1)} s · ${fleet.robots.length} robots${fleet.finished ? " · finished" : ""}`);
     } else if (message.type === "error") {
       notice(`command refused: ${message.error}`);
