@@ -334,6 +334,9 @@ def test_loop_runs_with_their_rounds_and_plots(tmp_path: Path) -> None:
     assert viewer.get("/api/runs/lift/plots/..%2Fsummary.json").status_code == 404
     assert viewer.get("/api/runs/unfinished").status_code == 404
     assert viewer.get("/api/fleet").status_code == 503  # no fleet in this console
+    with viewer.websocket_connect("/ws", headers={"origin": ORIGIN}) as socket:
+        update = socket.receive_json()
+    assert update["running"] is False and update["robots"] == [] and update["queue"] == []
     assert viewer.get("/api/episodes").json()["error"].startswith("no store")
 
 

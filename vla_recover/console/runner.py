@@ -75,6 +75,7 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
         "sim_time": round(now, 2),
         "ticks": fleet.ticks,
         "finished": fleet.finished,
+        "running": True,
         "action_dim": fleet.action_dim,
         "robots": robots,
         "queue": [{"robot": r["robot"], "waiting_s": r["in_state_s"]} for r in order],

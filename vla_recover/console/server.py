@@ -53,6 +53,12 @@ PERMISSIONS: dict[str, frozenset[str]] = {
 }
 
 
+NO_FLEET: dict[str, Any] = {  # what /ws streams when the console only browses a store
+    "sim_time": 0.0, "ticks": 0, "finished": True, "running": False, "action_dim": 0, "robots": [], "queue": [],
+    "allocation": "fifo", "control_dt": 0.0, "effort": {},
+}  # fmt: skip
+
+
 class ApiError(HTTPException):
     pass
 
@@ -447,7 +453,7 @@ async def _serve_stream(console: Console, websocket: WebSocket, user: User) -> N
 
     async def send_state() -> None:
         while True:
-            snapshot = console.runner.snapshot() if console.runner is not None else {"robots": []}
+            snapshot = console.runner.snapshot() if console.runner is not None else NO_FLEET
             await websocket.send_json({"type": "fleet", **snapshot})
             await anyio.sleep(0.1)
 

@@ -133,7 +133,9 @@ function connect() {
       renderCards(); renderQueue(); renderTeleop();
       renderTimes.push(performance.now() - started);  // read by benchmarks/console_load.py
       if (renderTimes.length > 1000) renderTimes.shift();
-      status(`sim time ${fleet.sim_time.toFixed(1)} s · ${fleet.robots.length} robots${fleet.finished ? " · finished" : ""}`);
+      status(fleet.running
+        ? `sim time ${fleet.sim_time.toFixed(1)} s · ${fleet.robots.length} robots${fleet.finished ? " · finished" : ""}`
+        : "No fleet runs in this console (start it with --fleet); episodes and runs can be browsed.");
     } else if (message.type === "error") {
       notice(`command refused: ${message.error}`);
     }
