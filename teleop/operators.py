@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-import numpy as np
-
-from vla_recover.fleet.progress import smoothed
+from vla_recover.fleet.progress import fell, progress_lost, stalled
 from vla_recover.teleop.devices import SimExpertDevice
 
 __all__ = ["FleetAPI", "SimFloorOperator", "SimTeleoperator"]
@@ -93,13 +91,10 @@ class SimFloorOperator:
 
     def _critic_sees_trouble(self, ratings: list[float]) -> bool:
         """The critic's smoothed rating fell ``critic_drop`` below its best, or gained too little for too long."""
-        if not ratings:
-            return False
-        curve = smoothed(ratings, self.config.critic_smooth_steps)
-        if curve[-1] < curve.max() - self.config.critic_drop:
-            return True
-        steps = self.config.stall_steps
-        return len(curve) > steps and curve[-steps:].max() < curve[-steps - 1] + self.config.critic_stall_gain
+        smooth = self.config.critic_smooth_steps
+        return fell(ratings, self.config.critic_drop, smooth) or stalled(
+            ratings, self.config.stall_steps, self.config.critic_stall_gain, smooth
+        )
 
 
 class SimTeleoperator:
@@ -159,8 +154,7 @@ class SimTeleoperator:
     @staticmethod
     def _risk_rank(slot: Any) -> float:
         """Lower is served first: robots that lost the most progress, then those that waited longest."""
-        progress = np.asarray(slot.branch_progress or [0.0])
-        return -(float(progress.max()) - float(progress[-1])) + 1e-6 * slot.machine.since
+        return -progress_lost(slot.branch_progress) + 1e-6 * slot.machine.since
 
     def _finish(self, fleet: FleetAPI, handed_back: bool) -> None:
         seconds = fleet.now() - self.started + (self.config.handback_s if handed_back else 0.0)

@@ -16,15 +16,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-import numpy as np
-
-from vla_recover.fleet.progress import smoothed
+from vla_recover.fleet.progress import fell, progress_lost, stalled
 
 __all__ = ["FleetRunner", "fleet_snapshot"]
 
 log = logging.getLogger(__name__)
 
-STALL_STEPS = 60  # no progress gain for this many steps shows a stall alert
+SMOOTH_STEPS = 5  # alerts read a trailing mean of progress
+STALL_STEPS, STALL_GAIN = 60, 0.01  # less gain than this over this many steps shows a stall alert
 FALL = 0.15  # smoothed progress this far below its best shows a failure alert
 
 
@@ -33,12 +32,10 @@ def _alerts(slot: Any, curve: list[float]) -> list[str]:
     alerts = [name for name, on in (("fault", state == "fault"), ("estopped", state == "estopped")) if on]
     if state == "takeover_requested" or (state == "teleop" and slot.hold):
         alerts.append("waiting_for_human")
-    if curve:
-        values = smoothed(curve, 5)
-        if values[-1] < values.max() - FALL:
-            alerts.append("failure_predicted")
-        elif len(values) > STALL_STEPS and values[-STALL_STEPS:].max() <= values[-STALL_STEPS - 1] + 0.01:
-            alerts.append("stall")
+    if fell(curve, FALL, SMOOTH_STEPS):
+        alerts.append("failure_predicted")
+    elif stalled(curve, STALL_STEPS, STALL_GAIN, SMOOTH_STEPS):
+        alerts.append("stall")
     return alerts
 
 
@@ -47,7 +44,7 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
     now = fleet.now()
     robots = []
     for name, slot in fleet.slots.items():
-        curve = slot.branch_critic if fleet.critic is not None else slot.branch_progress
+        curve = fleet.progress_curve(slot)
         lease = None
         if slot.lease is not None:
             lease = {"operator": slot.lease.operator, "expires_in_s": round(slot.lease.expires - now, 2)}
@@ -68,7 +65,7 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
         })  # fmt: skip
     waiting = [r for r in robots if r["state"] == "takeover_requested"]
     if fleet.config.teleoperator.allocation == "priority":  # the robot at most risk first, as the teleoperator serves
-        order = sorted(waiting, key=lambda card: -_progress_lost(fleet, card["robot"]))
+        order = sorted(waiting, key=lambda card: -progress_lost(fleet.progress_curve(fleet.slots[card["robot"]])))
     else:  # first come, first served
         order = sorted(waiting, key=_waited)
     return {
@@ -85,12 +82,6 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
     }
 
 
-def _progress_lost(fleet: Any, robot: str) -> float:
-    slot = fleet.slots[robot]
-    curve = slot.branch_critic if fleet.critic is not None else slot.branch_progress
-    return float(max(curve) - curve[-1]) if curve else 0.0
-
-
 def _waited(card: dict[str, Any]) -> float:
     return -float(card["in_state_s"])  # the longest wait first
 
@@ -105,7 +96,6 @@ class FleetRunner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._snapshot: dict[str, Any] = {}
-        self.tick_seconds: list[float] = []  # the last ticks' durations, for the load benchmark
 
     def start(self) -> None:
         self.fleet.start()
@@ -149,14 +139,12 @@ class FleetRunner:
         next_tick = time.monotonic()
         while not self._stop.is_set():
             self._run_calls()
-            started = time.monotonic()
             if not self.fleet.finished:
                 try:
                     self.fleet.tick()
                 except Exception:
                     log.exception("fleet tick failed; the fleet stops")
                     self._stop.set()
-            self.tick_seconds = [*self.tick_seconds[-99:], time.monotonic() - started]
             self._snapshot = fleet_snapshot(self.fleet)
             next_tick += self.fleet.dt if self.realtime else 0.0
             pause = next_tick - time.monotonic()
@@ -171,7 +159,3 @@ class FleetRunner:
         if self._thread is not None:
             self._thread.join(timeout=10.0)
         self.fleet.close()
-
-    @property
-    def mean_tick_s(self) -> float:
-        return float(np.mean(self.tick_seconds)) if self.tick_seconds else 0.0

@@ -435,6 +435,10 @@ class FleetManager:
         slot.history.clear()
         slot.history.extend([slot.obs] * self.source.obs_horizon)  # type: ignore[list-item]
 
+    def progress_curve(self, slot: Slot) -> list[float]:
+        """What the fleet knows of the robot's progress on this branch: the critic's ratings, else ground truth."""
+        return slot.branch_critic if self.critic is not None else slot.branch_progress
+
     def _last_in_distribution(self, slot: Slot) -> int:
         """The state to rewind to: where the critic rated the branch at its best (the state that step started
         from), or without a critic, where ground-truth progress was at its best (the state after that step)."""
@@ -467,11 +471,14 @@ class FleetManager:
                 self._begin_reset(slot, "automatic reset")
             if slot.state is S.IDLE and slot.needs_reset:
                 self._begin_reset(slot, "reset before the next episode")
-            resetting = any(entry is not None and entry[0] == "reset" for entry in slot.pending)
-            if slot.state is S.RESETTING and slot.busy_until <= self.now() and not resetting:
+            if slot.state is S.RESETTING and slot.busy_until <= self.now() and not self._reset_in_flight(slot):
                 self._send_reset(slot)
             if slot.state is S.IDLE and not slot.needs_reset and self._episodes_started < self.config.episodes:
                 self._start_attempt(slot)
+
+    @staticmethod
+    def _reset_in_flight(slot: Slot) -> bool:
+        return any(entry is not None and entry[0] == "reset" for entry in slot.pending)
 
     def _send_reset(self, slot: Slot) -> None:
         """Queue the reset with this tick's requests; the slot is idle once the reply lands (`_reset_done`)."""
