@@ -1,7 +1,8 @@
 """The console's ASGI app: a JSON API over the fleet's operator API and the store, a WebSocket stream of fleet
 state, and the static front end.
 
-Every endpoint checks the caller's role (`PERMISSIONS`); a browser session is a cookie plus a CSRF token that every
+Every endpoint checks the caller's role (`console.access.PERMISSIONS`; the store and loop runs are read through
+`console.records`); a browser session is a cookie plus a CSRF token that every
 state-changing request repeats in ``X-CSRF-Token``; scripts send ``Authorization: Bearer <token>``. Operator
 actions are rate-limited per user, go to the fleet between two ticks (`FleetRunner.call`) and are events in the
 store under the user's name. Errors come back as ``{"error": ...}`` with the status that fits, never a traceback.
@@ -14,7 +15,6 @@ import json
 import logging
 import math
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -31,54 +31,35 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from vla_recover.console.access import PERMISSIONS, ROBOT_ACTIONS, ApiError, RateLimiter
+from vla_recover.console.records import (
+    episode_card,
+    episode_row,
+    loop_run,
+    loop_runs,
+    open_store,
+    plain,
+    requested_episode,
+    requested_step,
+    run_card,
+    stored_step,
+    write_label,
+)
 from vla_recover.console.runner import FleetRunner
 from vla_recover.console.users import User, UserDB
 from vla_recover.critic.segmenter import CRITIC_KINDS
 from vla_recover.data.schema import ACTORS
 
-__all__ = ["PERMISSIONS", "RateLimiter", "build_app"]
+__all__ = ["PERMISSIONS", "RateLimiter", "build_app"]  # the first two re-exported from console.access
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 COOKIE = "vla_session"
 
-FLOOR_ACTIONS = ("request_takeover", "reset", "pause", "resume", "clear_estop")
-TELEOP_ACTIONS = ("takeover", "release", "rewind", "command")
-ROBOT_ACTIONS = (*FLOOR_ACTIONS, "estop", *TELEOP_ACTIONS)
-PERMISSIONS: dict[str, frozenset[str]] = {
-    "view": frozenset({"viewer", "floor", "teleop", "admin"}),
-    **{a: frozenset({"floor", "admin"}) for a in (*FLOOR_ACTIONS, "relabel")},
-    "estop": frozenset({"floor", "teleop", "admin"}),
-    **{a: frozenset({"teleop", "admin"}) for a in TELEOP_ACTIONS},
-}
-
-
 NO_FLEET: dict[str, Any] = {  # what /ws streams when the console only browses a store
     "sim_time": 0.0, "ticks": 0, "finished": True, "running": False, "action_dim": 0, "robots": [], "queue": [],
     "allocation": "fifo", "control_dt": 0.0, "effort": {},
 }  # fmt: skip
-
-
-class ApiError(HTTPException):
-    pass
-
-
-class RateLimiter:
-    """A token bucket per user: ``rate`` actions a second, bursts of ``burst``."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate, self.burst = rate, burst
-        self._buckets: dict[str, tuple[float, float]] = {}
-        self._lock = threading.Lock()
-
-    def allow(self, who: str) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            tokens, last = self._buckets.get(who, (float(self.burst), now))
-            tokens = min(self.burst, tokens + (now - last) * self.rate)
-            allowed = tokens >= 1.0
-            self._buckets[who] = (tokens - 1.0 if allowed else tokens, now)
-        return allowed
 
 
 class Console:
@@ -236,24 +217,22 @@ def build_app(
         actors = request.query_params.get("actors")
         if actors not in (None, "", "autonomous", "intervened"):
             raise ApiError(422, f"actors: {actors!r} is not autonomous or intervened")
-        with _open_store(console) as store:
+        with open_store(console.store) as store:
             rows = store.index.episodes(" AND ".join(clauses), tuple(params))
             if actors:
                 intervened = {s.episode for s in store.index.segments() if s.kind == "intervention"}
                 rows = [r for r in rows if (r.id in intervened) == (actors == "intervened")]
-        return JSONResponse([_episode_card(row) for row in rows[-max(1, min(limit, 5000)) :]])
+        return JSONResponse([episode_card(row) for row in rows[-max(1, min(limit, 5000)) :]])
 
     async def episode(request: Request) -> Response:
         console.caller(request, "view")
-        episode_id = _episode_id(request)
-        with _open_store(console) as store:
-            rows = store.index.episodes("id = ?", (episode_id,))
-            if not rows:
-                raise ApiError(404, f"episode: no episode {episode_id}")
+        episode_id = requested_episode(request)
+        with open_store(console.store) as store:
+            row = episode_row(store, episode_id)
             data = store.episode(episode_id)
             segments = store.index.segments(episode=episode_id)
         return JSONResponse({
-            **_episode_card(rows[0]),
+            **episode_card(row),
             "progress": np.round(data["progress"].astype(float), 4).tolist() if "progress" in data else [],
             "actor": [ACTORS[int(a)] for a in data["actor"]] if "actor" in data else [],
             "segments": [{"start": s.start, "stop": s.stop, "kind": s.kind, "source": s.source} for s in segments],
@@ -262,9 +241,9 @@ def build_app(
     async def episode_step(request: Request) -> Response:
         """One step of a stored episode, for scrubbing: who acted, what it did, progress, and its cameras."""
         console.caller(request, "view")
-        episode_id, index = _episode_id(request), _step_index(request)
-        with _open_store(console) as store:
-            row = _stored_step(store, episode_id, index)
+        episode_id, index = requested_episode(request), requested_step(request)
+        with open_store(console.store) as store:
+            row = stored_step(store, episode_id, index)
             at = row.start + index
             values = {key: store.read(key, at, at + 1)[0] for key in store.data_keys() if "images." not in key}
             cameras = sorted(k.removeprefix("obs.images.") for k in store.data_keys() if k.startswith("obs.images."))
@@ -272,15 +251,15 @@ def build_app(
         return JSONResponse({
             "episode": episode_id, "step": index, "length": row.length, "cameras": cameras,
             "actor": ACTORS[int(actor)] if actor is not None and int(actor) < len(ACTORS) else None,
-            **{k.removeprefix("obs."): _plain(v) for k, v in values.items() if k != "actor"},
+            **{k.removeprefix("obs."): plain(v) for k, v in values.items() if k != "actor"},
         })  # fmt: skip
 
     async def episode_frame(request: Request) -> Response:
         console.caller(request, "view")
-        episode_id, index = _episode_id(request), _step_index(request)
+        episode_id, index = requested_episode(request), requested_step(request)
         name = request.query_params.get("camera", "front")
-        with _open_store(console) as store:
-            row = _stored_step(store, episode_id, index)
+        with open_store(console.store) as store:
+            row = stored_step(store, episode_id, index)
             key = f"obs.images.{name}"
             if key not in store.data_keys():
                 raise ApiError(404, f"camera: episode {episode_id} has no camera {name!r}")
@@ -291,19 +270,19 @@ def build_app(
 
     async def relabel(request: Request) -> Response:
         user = console.caller(request, "relabel", state_changing=True)
-        episode_id = _episode_id(request)
+        episode_id = requested_episode(request)
         body = await _json_body(request)
         start, stop, kind = body.get("start"), body.get("stop"), body.get("kind")
         if not isinstance(start, int) or not isinstance(stop, int):
             raise ApiError(422, f"start / stop: expected whole step numbers, got {start!r} / {stop!r}")
         if kind not in CRITIC_KINDS:
             raise ApiError(422, f"kind: {kind!r} is not one of {', '.join(CRITIC_KINDS)}")
-        write = partial(_write_label, episode_id, start, stop, str(kind), user.name)
+        write = partial(write_label, episode_id, start, stop, str(kind), user.name)
         try:
             if console.runner is not None:  # the running fleet holds the store for writing: its thread writes
                 segment = await anyio.to_thread.run_sync(console.runner.call, lambda fleet: write(fleet.store))
             else:
-                segment = await anyio.to_thread.run_sync(_write_to_store, console, write)
+                segment = await anyio.to_thread.run_sync(_write_to_store, console.store, write)
         except (KeyError, ValueError) as exc:
             raise _fleet_error(exc) from exc
         return JSONResponse({"ok": True, "segment": segment})
@@ -332,18 +311,18 @@ def build_app(
 
     async def run_list(request: Request) -> Response:
         console.caller(request, "view")
-        return JSONResponse([_run_card(path) for path in _loop_runs(console.runs)])
+        return JSONResponse([run_card(path) for path in loop_runs(console.runs)])
 
     async def run(request: Request) -> Response:
         console.caller(request, "view")
-        path = _loop_run(console.runs, request.path_params["run"])
+        path = loop_run(console.runs, request.path_params["run"])
         summary = json.loads((path / "summary.json").read_text())
         plots = sorted(p.name for p in (path / "plots").glob("*.png")) if (path / "plots").is_dir() else []
         return JSONResponse({**summary, "plots": plots})
 
     async def run_plot(request: Request) -> Response:
         console.caller(request, "view")
-        path = _loop_run(console.runs, request.path_params["run"])
+        path = loop_run(console.runs, request.path_params["run"])
         plots = {p.name: p for p in (path / "plots").glob("*.png")} if (path / "plots").is_dir() else {}
         name = request.path_params["plot"]
         if name not in plots:  # only files listed in the run's plots folder: no path from the request is opened
@@ -498,109 +477,6 @@ def _stream_command(console: Console, user: User, raw: str) -> dict[str, Any]:
     return {"type": "ack", "robot": robot}
 
 
-class _open_store:
-    """The episode store, read-only, for one request."""
-
-    def __init__(self, console: Console) -> None:
-        if console.store is None:
-            raise ApiError(503, "no store: start the console with --store PATH")
-        self.path = console.store
-
-    def __enter__(self) -> Any:
-        from vla_recover.data import EpisodeStore
-
-        self.store = EpisodeStore(self.path, mode="r")
-        return self.store
-
-    def __exit__(self, *exc: object) -> None:
-        self.store.close()
-
-
-def _episode_id(request: Request) -> int:
-    try:
-        return int(request.path_params["episode"])
-    except ValueError:
-        raise ApiError(422, f"episode: {request.path_params['episode']!r} is not an id") from None
-
-
-def _plain(value: Any) -> Any:
-    """A stored value as JSON: floats rounded, booleans and integers as they are."""
-    array = np.asarray(value)
-    return (array.round(4) if array.dtype.kind == "f" else array).tolist()
-
-
-def _step_index(request: Request) -> int:
-    try:
-        return int(request.path_params["step"])
-    except ValueError:
-        raise ApiError(422, f"step: {request.path_params['step']!r} is not a step number") from None
-
-
-def _stored_step(store: Any, episode_id: int, index: int) -> Any:
-    rows = store.index.episodes("id = ?", (episode_id,))
-    if not rows:
-        raise ApiError(404, f"episode: no episode {episode_id}")
-    if not 0 <= index < rows[0].length:
-        raise ApiError(404, f"step: episode {episode_id} has steps 0-{rows[0].length - 1}, not {index}")
-    return rows[0]
-
-
-def _write_label(episode_id: int, start: int, stop: int, kind: str, user: str, store: Any) -> dict[str, Any]:
-    """A human's segment label on a stored episode, and the event that says who set it."""
-    rows = store.index.episodes("id = ?", (episode_id,))
-    if not rows:
-        raise KeyError(f"episode: no episode {episode_id}")
-    if not 0 <= start < stop <= rows[0].length:
-        raise ValueError(f"start / stop: [{start}, {stop}) is not inside episode {episode_id} (0-{rows[0].length})")
-    with store.index.transaction():
-        segment = store.index.insert_segment(episode_id, start, stop, kind, "human")
-        payload = {"segment": segment, "start": start, "stop": stop, "kind": kind}
-        store.index.insert_event("segment_relabelled", user, payload, episode=episode_id)
-    return {"id": segment, "start": start, "stop": stop, "kind": kind, "source": "human"}
-
-
-def _write_to_store(console: Console, write: Callable[[Any], Any]) -> Any:
-    from vla_recover.data import EpisodeStore
-
-    if console.store is None:
-        raise ApiError(503, "no store: start the console with --store PATH")
-    with EpisodeStore(console.store, mode="a") as store:
+def _write_to_store(path: Path | None, write: Callable[[Any], Any]) -> Any:
+    with open_store(path, mode="a") as store:
         return write(store)
-
-
-def _loop_runs(directory: Path | None) -> list[Path]:
-    if directory is None or not directory.is_dir():
-        return []
-    return sorted(p.parent for p in directory.glob("*/summary.json"))
-
-
-def _loop_run(directory: Path | None, name: str) -> Path:
-    runs = {path.name: path for path in _loop_runs(directory)}
-    if name not in runs:
-        raise ApiError(404, f"run: no loop run {name!r} in {directory} ({', '.join(sorted(runs)) or 'none'})")
-    return runs[name]
-
-
-def _run_card(path: Path) -> dict[str, Any]:
-    """A loop run at a glance: success rate per round, what was promoted, human effort."""
-    summary = json.loads((path / "summary.json").read_text())
-    rounds = []
-    for entry in summary.get("rounds", []):
-        fleet = entry.get("fleet") or {}
-        rounds.append({
-            "round": entry.get("round"),
-            "success_rate": (entry.get("eval") or {}).get("success_rate"),
-            "promoted": entry.get("promoted"),
-            "current": entry.get("current"),
-            "operator_s": sum((fleet.get("operator_s") or {}).values()),
-            "interventions": fleet.get("interventions"),
-            "successes_per_operator_hour": fleet.get("successes_per_operator_hour"),
-        })  # fmt: skip
-    return {"name": path.name, "task": summary.get("task"), "method": summary.get("method"), "rounds": rounds}
-
-
-def _episode_card(row: Any) -> dict[str, Any]:
-    return {
-        "id": row.id, "robot": row.robot, "task": row.task, "instruction": row.instruction, "outcome": row.outcome,
-        "length": row.length, "policy_version": row.info.get("policy_version", ""), "info": row.info,
-    }  # fmt: skip
