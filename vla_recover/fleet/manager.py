@@ -14,12 +14,10 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from vla_recover.data import EpisodeData, EpisodeStore
 from vla_recover.envs import TASKS, resolve_task_name
 from vla_recover.envs.base import checked_action
 from vla_recover.fleet.accounting import EffortLedger
@@ -29,6 +27,8 @@ from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
 from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunks
 from vla_recover.fleet.progress import CriticRater, last_in_distribution
+from vla_recover.fleet.recorder import FleetRecorder
+from vla_recover.fleet.slot import Slot
 from vla_recover.fleet.states import MOVING, SlotMachine, SlotState
 from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied
 from vla_recover.teleop.devices import DeviceDisconnected, RemoteDevice, TeleopDevice
@@ -37,34 +37,6 @@ from vla_recover.teleop.lease import Lease, LeaseError, LeaseManager
 __all__ = ["FleetManager", "Slot"]
 
 S = SlotState
-
-
-@dataclass
-class Slot:
-    robot: str
-    machine: SlotMachine
-    worker: Worker
-    history: deque[dict[str, np.ndarray]]
-    plan: deque[np.ndarray] = field(default_factory=deque)
-    # requests in flight, oldest first: ("step", action, actor), ("reset", seed), or None for a reply to drop
-    pending: deque[tuple[Any, ...] | None] = field(default_factory=deque)
-    obs: dict[str, np.ndarray] | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-    attempt: AttemptBuffer | None = None
-    branch_rows: list[int] = field(default_factory=list)  # attempt row of each env step on the current branch
-    branch_progress: list[float] = field(default_factory=list)  # ground truth after each step of the branch
-    branch_critic: list[float] = field(default_factory=list)  # the critic's rating of each step's observation
-    device: TeleopDevice | None = None
-    lease: Lease | None = None
-    hold: bool = False  # a teleop robot with no valid command holds still
-    paused: bool = False
-    needs_reset: bool = True
-    busy_until: float = 0.0  # end of the current reset
-    grip: float = -1.0  # last gripper command, kept while holding
-
-    @property
-    def state(self) -> SlotState:
-        return self.machine.state
 
 
 class FleetManager:
@@ -86,10 +58,9 @@ class FleetManager:
         self.autonomous_actor: str = getattr(self.source, "actor", "policy")  # "guided" for a guided source
         recorded = [f"obs.{key}" for key in self.source.obs_keys]
         self.critic = CriticRater(config.critic, recorded) if config.critic is not None else None
-        self.store = EpisodeStore(config.store, mode="a")
+        self.recorder = FleetRecorder(config.store, config.store_every_s, batch_size=config.robots + config.fake_robots)
+        self.store = self.recorder.store
         self._episodes_started = 0
-        self._unstored: list[EpisodeData] = []  # finished attempts not yet written: stored in batches
-        self._oldest_unstored = 0.0
         self._next_seed = config.seed
         spec = SimWorkerSpec(
             self.task, dict(config.task_config), dict(config.teleoperator.expert), config.rewind_capacity
@@ -112,8 +83,7 @@ class FleetManager:
         return self.ticks * self.dt
 
     def event(self, kind: str, actor: str, payload: dict[str, Any], robot: str | None = None) -> None:
-        with self.store.index.transaction():
-            self.store.index.insert_event(kind, actor, {**payload, "sim_time": round(self.now(), 3)}, robot=robot)
+        self.recorder.event(kind, actor, payload, robot, self.now())
 
     def _on_transition(self, robot: str, old: SlotState, new: SlotState, reason: str) -> None:
         self.event("slot_state", "fleet", {"state": str(new), "from": str(old), "reason": reason}, robot)
@@ -196,7 +166,7 @@ class FleetManager:
             self._fault(slot, str(exc))
             return 0
         slot.attempt.add_rewind(list(reversed(slot.branch_rows[target:])))
-        del slot.branch_rows[target:], slot.branch_progress[target:], slot.branch_critic[target:]
+        slot.cut_branch(target)
         slot.obs, slot.info = obs, info
         slot.machine.to(S.TELEOP, "rewound")
         self.ledger.rewinds += 1
@@ -281,7 +251,7 @@ class FleetManager:
             self.ledger.robot_s += self.dt
             if slot.state in (S.TAKEOVER_REQUESTED, S.EPISODE_DONE) or (slot.state is S.TELEOP and slot.hold):
                 self.ledger.robot_waiting_s += self.dt
-        self._store_finished()
+        self.recorder.flush()
         self.ticks += 1
 
     def _dispatch(self, slot: Slot) -> None:
@@ -448,18 +418,8 @@ class FleetManager:
         return last_in_distribution(slot.branch_progress) + 1 if slot.branch_progress else 0
 
     def _rate_new_steps(self) -> None:
-        """The critic's rating of every step recorded since it last looked, all robots in one forward."""
-        if self.critic is None:
-            return
-        rows, owners = [], []
-        for slot in self.slots.values():
-            if slot.attempt is not None:
-                for index in slot.branch_rows[len(slot.branch_critic) :]:
-                    rows.append(slot.attempt.rows[index])
-                    owners.append(slot)
-        ratings = self.critic.rate(rows, [slot.attempt.instruction for slot in owners])  # type: ignore[union-attr]
-        for slot, rating in zip(owners, ratings, strict=True):
-            slot.branch_critic.append(float(rating))
+        if self.critic is not None:
+            self.critic.rate_new_steps(self.slots.values())
 
     def _begin_reset(self, slot: Slot, reason: str, seconds: float = 0.0) -> None:
         slot.machine.to(S.RESETTING, reason)
@@ -497,7 +457,7 @@ class FleetManager:
             self.task, slot.robot, info.get("instruction", ""), seed, self.phases, self.source.obs_keys, self.dt,
             policy_version=self.source.version,
         )  # fmt: skip
-        slot.branch_rows, slot.branch_progress, slot.branch_critic = [], [], []
+        slot.new_branch()
         slot.machine.to(S.IDLE, "reset done")
 
     def _start_attempt(self, slot: Slot) -> None:
@@ -522,17 +482,8 @@ class FleetManager:
         if self.config.emit_corrections:
             corrections = attempt.corrections()
             episodes += [attempt.to_episode(outcome, rows=rows, correction=True, **tags) for rows in corrections]
-        if not self._unstored:
-            self._oldest_unstored = time.monotonic()
-        self._unstored += episodes
+        self.recorder.finished(episodes)
         self.ledger.episodes[outcome] += 1
-
-    def _store_finished(self, force: bool = False) -> None:
-        """Write the finished attempts in one batch (one write per key): every few seconds, and when closing."""
-        waited = time.monotonic() - self._oldest_unstored
-        if self._unstored and (force or waited >= self.config.store_every_s or len(self._unstored) >= len(self.slots)):
-            batch, self._unstored = self._unstored, []
-            self.store.append_episodes(batch)
 
     def _fault(self, slot: Slot, reason: str) -> None:
         """The worker died: store what it did as ``aborted``, restart it, and reset the slot."""
@@ -560,8 +511,7 @@ class FleetManager:
 
     def close(self) -> None:
         try:
-            self._store_finished(force=True)
-        finally:
             for slot in self.slots.values():
                 slot.worker.close()
-            self.store.close()
+        finally:
+            self.recorder.close()

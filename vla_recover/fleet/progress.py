@@ -7,11 +7,14 @@ critic (``FleetConfig.critic``) works on real robots too, and is what the loop t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from vla_recover.fleet.slot import Slot
 
 __all__ = ["CriticRater", "fell", "last_in_distribution", "progress_lost", "smoothed", "stalled"]
 
@@ -72,3 +75,15 @@ class CriticRater:
             return np.zeros(0, dtype=np.float32)
         steps = {key: np.stack([row[key] for row in rows]) for key in self.critic.input_keys}
         return self.critic.predict(steps, instructions, where="fleet")
+
+    def rate_new_steps(self, slots: Iterable[Slot]) -> None:
+        """Rate every step the slots recorded on their branches since the last call, all robots in one forward."""
+        rows, owners = [], []
+        for slot in slots:
+            if slot.attempt is not None:
+                for index in slot.branch_rows[len(slot.branch_critic) :]:
+                    rows.append(slot.attempt.rows[index])
+                    owners.append(slot)
+        ratings = self.rate(rows, [slot.attempt.instruction for slot in owners])  # type: ignore[union-attr]
+        for slot, rating in zip(owners, ratings, strict=True):
+            slot.branch_critic.append(float(rating))

@@ -1,0 +1,53 @@
+"""One robot slot of the fleet: its state machine, its worker, what is in flight, and the attempt it records."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vla_recover.fleet.episode import AttemptBuffer
+from vla_recover.fleet.states import SlotMachine, SlotState
+from vla_recover.fleet.worker import Worker
+from vla_recover.teleop.devices import TeleopDevice
+from vla_recover.teleop.lease import Lease
+
+__all__ = ["Slot"]
+
+
+@dataclass
+class Slot:
+    robot: str
+    machine: SlotMachine
+    worker: Worker
+    history: deque[dict[str, np.ndarray]]
+    plan: deque[np.ndarray] = field(default_factory=deque)
+    # requests in flight, oldest first: ("step", action, actor), ("reset", seed), or None for a reply to drop
+    pending: deque[tuple[Any, ...] | None] = field(default_factory=deque)
+    obs: dict[str, np.ndarray] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    attempt: AttemptBuffer | None = None
+    branch_rows: list[int] = field(default_factory=list)  # attempt row of each env step on the current branch
+    branch_progress: list[float] = field(default_factory=list)  # ground truth after each step of the branch
+    branch_critic: list[float] = field(default_factory=list)  # the critic's rating of each step's observation
+    device: TeleopDevice | None = None
+    lease: Lease | None = None
+    hold: bool = False  # a teleop robot with no valid command holds still
+    paused: bool = False
+    needs_reset: bool = True
+    busy_until: float = 0.0  # end of the current reset
+    grip: float = -1.0  # last gripper command, kept while holding
+
+    @property
+    def state(self) -> SlotState:
+        return self.machine.state
+
+    def new_branch(self) -> None:
+        """Forget the branch bookkeeping: a fresh attempt starts with no steps."""
+        self.branch_rows, self.branch_progress, self.branch_critic = [], [], []
+
+    def cut_branch(self, step: int) -> None:
+        """Drop the branch from ``step`` on (a rewind went back to before it)."""
+        del self.branch_rows[step:], self.branch_progress[step:], self.branch_critic[step:]
