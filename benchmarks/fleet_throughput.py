@@ -8,6 +8,9 @@ constant-action policy, in the same two layouts (``robots_per_process``), sims r
 (``run_ahead_steps: 1``); ``fleet_vs_limit`` is the better fleet layout over the better free-running one;
 (c) ``fleet_policy_batched`` / ``fleet_policy_unbatched``: the fleet with a small diffusion policy, one forward per
 tick for all robots vs one per robot; (d) ``async_vector_env``: gymnasium's AsyncVectorEnv on the same envs.
+CPU per robot-step (per-core layout, median sample): ``cpu_us_limit_sim`` for the bare sims, ``cpu_us_fleet_manager``
+and ``cpu_us_fleet_workers`` for the fleet; ``cpu_bound_vs_limit`` (sim over all the fleet spends) is what the fleet
+could reach with every core busy, so it shows how much of the gap is overhead and how much is idle cores.
 Last line: one JSON object.
 
     python benchmarks/fleet_throughput.py [--robots 1 4 12] [--seconds 8] [--task LiftCube] [--repeats 3]
@@ -30,7 +33,15 @@ import numpy as np
 ACTION = [0.0, 0.0, 0.0, 0.0, -1.0]
 
 
-def _limit_worker(task: str, size: int, horizon: int, seconds: float, start: Any, counts: Any, index: int) -> None:
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _limit_worker(
+    task: str, size: int, horizon: int, seconds: float, start: Any, counts: Any, cpu: Any, index: int
+) -> None:
     from vla_recover.envs import make_task
 
     envs = [make_task(task, {"horizon": horizon}) for _ in range(size)]
@@ -38,6 +49,7 @@ def _limit_worker(task: str, size: int, horizon: int, seconds: float, start: Any
         env.reset(seed=index * size + offset)
     action = np.asarray(ACTION)
     start.wait()
+    cpu_start = time.process_time()
     steps, deadline = 0, time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         for env in envs:
@@ -46,16 +58,18 @@ def _limit_worker(task: str, size: int, horizon: int, seconds: float, start: Any
                 env.reset()
         steps += size
     counts[index] = steps
+    cpu[index] = time.process_time() - cpu_start
 
 
-def measure_limit(task: str, robots: int, per_process: int, horizon: int, seconds: float) -> float:
-    """Worker processes laid out as the fleet's (``per_process`` envs each) stepping as fast as they can."""
+def measure_limit(task: str, robots: int, per_process: int, horizon: int, seconds: float) -> tuple[float, float]:
+    """Worker processes laid out as the fleet's (``per_process`` envs each) stepping as fast as they can:
+    (steps/s, CPU µs per step)."""
     context = mp.get_context("spawn")
     start = context.Event()
     sizes = [min(per_process, robots - first) for first in range(0, robots, per_process)]
-    counts = context.Array("l", len(sizes))
+    counts, cpu = context.Array("l", len(sizes)), context.Array("d", len(sizes))
     processes = [
-        context.Process(target=_limit_worker, args=(task, size, horizon, seconds, start, counts, i))
+        context.Process(target=_limit_worker, args=(task, size, horizon, seconds, start, counts, cpu, i))
         for i, size in enumerate(sizes)
     ]
     for process in processes:
@@ -64,10 +78,14 @@ def measure_limit(task: str, robots: int, per_process: int, horizon: int, second
     start.set()
     for process in processes:
         process.join()
-    return sum(counts) / seconds
+    steps = sum(counts[:])
+    return steps / seconds, 1e6 * sum(cpu[:]) / max(1, steps)
 
 
-def measure_fleet(task: str, robots: int, horizon: int, seconds: float, store: Path, **extra: Any) -> float:
+def measure_fleet(
+    task: str, robots: int, horizon: int, seconds: float, store: Path, **extra: Any
+) -> tuple[float, float, float]:
+    """(steps/s, manager CPU µs per robot-step, sim workers' CPU µs per robot-step) over the timed window."""
     from vla_recover.config import validate_config
     from vla_recover.fleet import FleetConfig, FleetManager
 
@@ -82,10 +100,14 @@ def measure_fleet(task: str, robots: int, horizon: int, seconds: float, store: P
         fleet.start()
         for _ in range(20):  # warm-up: workers answer, the policy runs once
             fleet.tick()
+        pids = sorted({slot.worker.pid for slot in fleet.slots.values()})  # type: ignore[attr-defined]
+        workers_cpu, manager_cpu = sum(_process_cpu_s(pid) for pid in pids), time.process_time()
         ticks, begin = fleet.ticks, time.perf_counter()
         while time.perf_counter() - begin < seconds:
             fleet.tick()
-        return (fleet.ticks - ticks) * robots / (time.perf_counter() - begin)
+        elapsed, steps = time.perf_counter() - begin, (fleet.ticks - ticks) * robots
+        workers_cpu = sum(_process_cpu_s(pid) for pid in pids) - workers_cpu
+        return steps / elapsed, 1e6 * (time.process_time() - manager_cpu) / steps, 1e6 * workers_cpu / steps
     finally:
         fleet.close()
 
@@ -128,15 +150,22 @@ def small_policy(task: str, directory: Path) -> Path:
 
 
 def constant_action_row(task: str, n: int, grouped: int, horizon: int, seconds: float, tmp: Path) -> dict[str, float]:
-    """The free-running limit and the fleet with a constant action, in both layouts, measured back to back."""
+    """The free-running limit and the fleet with a constant action, in both layouts, measured back to back; with the
+    CPU each spends per robot-step in the per-core layout (``cpu_us_*``)."""
+    limit, _ = measure_limit(task, n, 1, horizon, seconds)
+    fleet, _, _ = measure_fleet(task, n, horizon, seconds, tmp / "c")
+    limit_per_core, limit_cpu = measure_limit(task, n, grouped, horizon, seconds)
+    per_core, manager_cpu, workers_cpu = measure_fleet(task, n, horizon, seconds, tmp / "g", robots_per_process=grouped)
+    lockstep, _, _ = measure_fleet(task, n, horizon, seconds, tmp / "l", robots_per_process=grouped, run_ahead_steps=1)
     return {
-        "limit": measure_limit(task, n, 1, horizon, seconds),
-        "fleet_constant": measure_fleet(task, n, horizon, seconds, tmp / "c"),
-        "limit_per_core": measure_limit(task, n, grouped, horizon, seconds),
-        "fleet_constant_per_core": measure_fleet(task, n, horizon, seconds, tmp / "g", robots_per_process=grouped),
-        "fleet_constant_lockstep": measure_fleet(
-            task, n, horizon, seconds, tmp / "l", robots_per_process=grouped, run_ahead_steps=1
-        ),
+        "limit": limit,
+        "fleet_constant": fleet,
+        "limit_per_core": limit_per_core,
+        "fleet_constant_per_core": per_core,
+        "fleet_constant_lockstep": lockstep,
+        "cpu_us_limit_sim": limit_cpu,
+        "cpu_us_fleet_manager": manager_cpu,
+        "cpu_us_fleet_workers": workers_cpu,
     }
 
 
@@ -162,25 +191,33 @@ def main() -> None:
                 constant_action_row(args.task, n, grouped, args.horizon, args.seconds, Path(tmp) / f"{n}_{i}")
                 for i in range(args.repeats)
             ]
-            row = {key: max(sample[key] for sample in samples) for key in samples[0]}
-            row |= {
+            # throughputs: the best sample; CPU per step: the median sample
+            measured = {
+                key: max(values) if not key.startswith("cpu_us") else float(np.median(values))
+                for key in samples[0]
+                for values in [[sample[key] for sample in samples]]
+            }
+            measured |= {
                 "fleet_policy_batched": measure_fleet(
                     args.task, n, args.horizon, args.seconds, Path(tmp) / f"b{n}", policy=str(policy),
                     robots_per_process=grouped,
-                ),
+                )[0],
                 "fleet_policy_unbatched": measure_fleet(
                     args.task, n, args.horizon, args.seconds, Path(tmp) / f"u{n}", policy=str(policy),
                     robots_per_process=grouped, batched_inference=False,
-                ),
+                )[0],
                 "async_vector_env": measure_async_vector_env(args.task, n, args.horizon, args.seconds),
             }  # fmt: skip
-            row = {k: round(v, 1) for k, v in row.items()}
+            row: dict[str, Any] = {k: round(v, 1) for k, v in measured.items()}
             row["robots_per_process"] = grouped
             # strict: the best fleet layout against the best free-running layout
             best_fleet = max(row["fleet_constant"], row["fleet_constant_per_core"])
             row["fleet_vs_limit"] = round(best_fleet / max(row["limit"], row["limit_per_core"]), 3)
             row["run_ahead_vs_lockstep"] = round(row["fleet_constant_per_core"] / row["fleet_constant_lockstep"], 2)
             row["batched_vs_unbatched"] = round(row["fleet_policy_batched"] / row["fleet_policy_unbatched"], 2)
+            # with every core busy, the fleet can reach at most the sim's CPU per step over all it spends per step
+            spent = row["cpu_us_fleet_manager"] + row["cpu_us_fleet_workers"]
+            row["cpu_bound_vs_limit"] = round(row["cpu_us_limit_sim"] / spent, 3) if spent else None
             print(f"{n} robots: {row}", flush=True)
             results[str(n)] = row
     print(json.dumps({"benchmark": "fleet_throughput", "task": args.task, "steps_per_s": results}))

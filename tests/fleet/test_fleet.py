@@ -13,6 +13,7 @@ from vla_recover.config import ConfigError, validate_config
 from vla_recover.data import EpisodeStore
 from vla_recover.data.schema import ACTORS
 from vla_recover.fleet import FleetConfig, FleetManager, SlotState, build_fleet
+from vla_recover.fleet.worker import WorkerProcess
 from vla_recover.teleop.devices import ScriptedDevice
 from vla_recover.teleop.lease import LeaseError
 
@@ -137,12 +138,34 @@ def test_running_ahead_records_exactly_what_lockstep_records(tmp_path: Path) -> 
         np.testing.assert_array_equal(actions_ahead, actions)
 
 
+def test_sims_are_topped_up_in_bursts_and_never_run_past_the_chunk(tmp_path: Path, monkeypatch: Any) -> None:
+    """Steps in flight are topped up once half have landed, so a worker gets several per message; a run-ahead as
+    long as the policy's chunks is refused (a new chunk would start after its own end)."""
+    sizes: list[int] = []
+    flush = WorkerProcess.flush
+
+    def counting_flush(self: WorkerProcess) -> None:
+        sizes.append(len(self._pending))
+        flush(self)
+
+    monkeypatch.setattr(WorkerProcess, "flush", counting_flush)
+    fleet = build_fleet(fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 60}, run_ahead_steps=6))
+    fleet.start()
+    tick_until(fleet, lambda: len(fleet.slots["sim00"].branch_rows) == 40)
+    fleet.close()
+    steps = [size for size in sizes if size]
+    assert max(steps) <= 6 and sum(steps) / len(steps) >= 2  # one step per message when topped up every tick
+    with pytest.raises(ValueError, match="run_ahead_steps: got 16; chunks of 16 actions"):
+        build_fleet(fleet_config(tmp_path / "long", run_ahead_steps=16))
+
+
 def test_a_takeover_starts_after_the_steps_in_flight_and_sees_the_latest_observation(tmp_path: Path) -> None:
     fleet = build_fleet(fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 60}, run_ahead_steps=3))
     fleet.start()
     slot = fleet.slots["sim00"]
     tick_until(fleet, lambda: len(slot.branch_rows) == 10)
-    assert len(slot.pending) == 2  # two planned steps already on their way
+    flying = len(slot.pending)  # planned steps already on their way
+    assert flying >= 1
     seen: list[dict[str, np.ndarray]] = []
 
     def command(observation: dict[str, np.ndarray]) -> np.ndarray:
@@ -150,20 +173,23 @@ def test_a_takeover_starts_after_the_steps_in_flight_and_sees_the_latest_observa
         return np.array([0.0, 0.5, 0.0, 0.0, -1.0])
 
     fleet.grant_takeover("sim00", "alice", ScriptedDevice(command))
-    for _ in range(2):  # the steps in flight land as the policy's
+    for _ in range(flying):  # the steps in flight land as the policy's
         fleet.tick()
-    assert not seen and len(slot.branch_rows) == 12 and not slot.pending
+    landed = 10 + flying
+    assert not seen and len(slot.branch_rows) == landed and not slot.pending
     fleet.tick()  # the first command, read from the observation after the last step in flight
-    assert slot.attempt is not None and slot.attempt.segments == [(0, 12, "autonomous"), (12, 13, "intervention")]
-    np.testing.assert_array_equal(seen[0]["state"], slot.attempt.rows[12]["obs.state"])
-    assert slot.attempt.rows[11]["actor"] == "policy" and slot.attempt.rows[12]["actor"] == "human"
+    assert slot.attempt is not None
+    assert slot.attempt.segments == [(0, landed, "autonomous"), (landed, landed + 1, "intervention")]
+    np.testing.assert_array_equal(seen[0]["state"], slot.attempt.rows[landed]["obs.state"])
+    assert slot.attempt.rows[landed - 1]["actor"] == "policy" and slot.attempt.rows[landed]["actor"] == "human"
     fleet.close()
 
 
 class ScriptedChunks:
     """A chunk source for tests: ``chunks(robots)`` says what the ``calls``-th forward returns."""
 
-    obs_horizon, action_exec, obs_keys, version = 1, 4, ("state",), "scripted"
+    obs_horizon, action_exec, action_horizon, version = 1, 4, 4, "scripted"
+    obs_keys: tuple[str, ...] = ("state",)
     calls = 0
 
     def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
@@ -277,6 +303,8 @@ def test_fleet_config_errors_name_the_field(tmp_path: Path) -> None:
 class CountingChunks(ScriptedChunks):
     """Chunk ``c`` has x-actions ``c/10 + i/100`` (i = index in the chunk): the recording shows which was used."""
 
+    action_horizon = 8
+
     def chunks(self, robots: int) -> np.ndarray:
         chunk = np.zeros((robots, 8, 5))
         chunk[:, :, 0] = self.calls / 10 + np.arange(8) / 100
@@ -300,8 +328,9 @@ def test_running_ahead_a_new_chunk_skips_the_steps_in_flight_and_still_yields_a_
     FleetManager(config, source=source).run()
     with EpisodeStore(tmp_path / "store") as store:
         used = [round(float(x), 2) for x in store.episode(0)["action"][:, 0]]
-    # each later chunk is planned while two steps are in flight: it starts two actions in, four actions long
-    assert used == [0.1, 0.11, 0.12, 0.13, 0.22, 0.23, 0.24, 0.25, 0.32, 0.33, 0.34, 0.35]
+    # in flight are one to three steps (topped up when down to one); chunk 2 is planned with one of them on its
+    # way and starts one action in, chunk 3 with two: each gives four fresh actions in a row
+    assert used == [0.1, 0.11, 0.12, 0.13, 0.21, 0.22, 0.23, 0.24, 0.32, 0.33, 0.34, 0.35]
     assert source.calls == 4
 
 

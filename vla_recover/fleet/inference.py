@@ -14,6 +14,7 @@ __all__ = ["ChunkSource", "ConstantChunks", "PolicyChunks"]
 class ChunkSource(Protocol):
     obs_horizon: int
     action_exec: int
+    action_horizon: int  # actions per chunk; the first ``action_exec`` of them (after any in flight) are executed
     obs_keys: tuple[str, ...]  # env observation keys the source reads ("state", "images.front")
     version: str
 
@@ -32,9 +33,10 @@ class ConstantChunks:
     def __init__(self, action: list[float], action_exec: int = 8) -> None:
         self.action = np.asarray(action, dtype=np.float32)
         self.action_exec = action_exec
+        self.action_horizon = 2 * action_exec  # planned further than executed, as a policy's chunks are
 
     def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
-        return np.broadcast_to(self.action, (len(windows), self.action_exec, self.action.size)).copy()
+        return np.broadcast_to(self.action, (len(windows), self.action_horizon, self.action.size)).copy()
 
 
 class PolicyChunks:
@@ -50,7 +52,7 @@ class PolicyChunks:
         if compile_backbone:
             self.policy.compile_backbone()
         cfg = self.policy.config
-        self.obs_horizon, self.action_exec = cfg.obs_horizon, cfg.action_exec
+        self.obs_horizon, self.action_exec, self.action_horizon = cfg.obs_horizon, cfg.action_exec, cfg.action_horizon
         self._policy_keys = ([cfg.state_key] if cfg.state_key else []) + list(cfg.image_keys)
         self.obs_keys = tuple(k.removeprefix("obs.") for k in self._policy_keys)
         self.version = directory.resolve().name

@@ -56,6 +56,11 @@ class FleetManager:
             else PolicyChunks(config.policy, config.compile_policy)  # type: ignore[arg-type]
         )
         self.autonomous_actor: str = getattr(self.source, "actor", "policy")  # "guided" for a guided source
+        if config.run_ahead_steps >= self.source.action_horizon:  # a new chunk would start after its own end
+            raise ValueError(
+                f"run_ahead_steps: got {config.run_ahead_steps}; chunks of {self.source.action_horizon} actions leave "
+                f"at most {self.source.action_horizon - 1} steps to run ahead"
+            )
         recorded = [f"obs.{key}" for key in self.source.obs_keys]
         self.critic = CriticRater(config.critic, recorded) if config.critic is not None else None
         self.recorder = FleetRecorder(config.store, config.store_every_s, batch_size=config.robots + config.fake_robots)
@@ -258,7 +263,8 @@ class FleetManager:
         """Send this tick's step, and let a sim run ahead on actions the policy has already planned.
 
         A robot executes its chunk while the manager records what came back, as an arm runs its trajectory while the
-        next one is computed: up to ``run_ahead_steps`` steps are in flight. Only planned policy actions run ahead; a
+        next one is computed: up to ``run_ahead_steps`` steps are in flight, topped up once half of them have landed.
+        Only planned policy actions run ahead; a
         teleop command waits until the steps in flight have landed, so it is read from the latest observation.
         """
         if slot.state not in MOVING or slot.paused or slot.obs is None:
@@ -269,6 +275,8 @@ class FleetManager:
                 slot.worker.send("step", action)
                 slot.pending.append(("step", action, actor))
             depth = self.config.run_ahead_steps if slot.worker.runs_ahead else 1
+            if len(slot.pending) > depth // 2:
+                return  # topped up in bursts: a worker gets several steps per message, so fewer wake-ups
             while len(slot.pending) < depth and slot.plan and slot.state is not S.TELEOP:
                 action = slot.plan.popleft()
                 slot.worker.send("step", action)
