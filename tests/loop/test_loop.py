@@ -17,10 +17,11 @@ from vla_recover.config import ConfigError, load_yaml, validate_config
 from vla_recover.data import EpisodeStore
 from vla_recover.loop.config import LoopConfig
 from vla_recover.loop.promotion import PromotionConfig, decide, difference_lower_bound
-from vla_recover.loop.runner import DONE, STARTED, LoopRun
+from vla_recover.loop.runner import BASE_STEPS, DONE, FIRST_ROUND_STEPS, STARTED, LoopRun
 
 ROOT = Path(__file__).resolve().parents[2]
 DEBUG = ROOT / "configs" / "loop" / "debug.yaml"
+ALL_SHARED = (*BASE_STEPS, *FIRST_ROUND_STEPS)  # what seed_first_round takes
 
 
 def _debug_config(tmp_path: Path, **changes: object) -> Path:
@@ -105,6 +106,8 @@ def test_a_run_folder_refuses_a_different_config(tmp_path: Path) -> None:
         ({"critic": {"steps": -5}}, "steps"),
         ({"weighting": {"weighter": "nope"}}, "weighter"),
         ({"promotion": {"confidence": 1.5}}, "confidence"),
+        ({"seed_first_round": True}, "seed_first_round"),
+        ({"seed_first_round": True, "seed_from": "x", "method": "reguide"}, "seed_first_round"),
         ({"evaluation": {"episodes": 0}}, "episodes"),
     ],
 )
@@ -112,6 +115,59 @@ def test_bad_loop_configs_name_the_field(change: dict[str, object], field: str) 
     raw = {**load_yaml(DEBUG), **change}
     with pytest.raises((ConfigError, ValueError), match=field):
         validate_config(LoopConfig, raw, source="test")
+
+
+def _logged_run(out: Path, steps: tuple[str, ...], **changes: object) -> dict[str, object]:
+    """A one-round run folder whose log says ``steps`` finished (nothing ran): enough to seed another run from."""
+    raw = {**load_yaml(DEBUG), "method": "hitl_bc", "rounds": 1, "out": str(out), **changes}
+    LoopRun(validate_config(LoopConfig, raw))
+    with EpisodeStore(out / "store", mode="a") as store:
+        for step in steps:
+            store.index.insert_event(DONE, "loop", {"step": step, "attempt": 0, "result": {"of": str(out)}})
+    (out / "critics" / "round_1").mkdir(parents=True)
+    (out / "critics" / "round_1" / "model.pt").write_bytes(b"critic")
+    return raw
+
+
+def test_seed_first_round_takes_the_fleet_round_and_critic_only(tmp_path: Path) -> None:
+    raw = _logged_run(tmp_path / "source", (*ALL_SHARED, "round_1.train", "round_1.eval"))
+    shared = {**raw, "out": str(tmp_path / "ours"), "seed_from": str(tmp_path / "source"), "seed_first_round": True}
+    config = validate_config(LoopConfig, {**shared, "weighting": {"retention": "critic"}})
+    carried = set(ALL_SHARED)
+    assert set(LoopRun(config).results) == carried
+    assert set(LoopRun(config).results) == carried  # and again when the run resumes
+    assert (tmp_path / "ours" / "critics" / "round_1" / "model.pt").read_bytes() == b"critic"
+    plain = validate_config(LoopConfig, {**shared, "out": str(tmp_path / "plain"), "seed_first_round": False})
+    assert set(LoopRun(plain).results) == set(BASE_STEPS)
+
+
+@pytest.mark.parametrize(
+    ("theirs", "finished", "message"),
+    [
+        ({"rounds": 2}, ALL_SHARED, "one-round"),
+        ({"method": "reguide"}, ALL_SHARED, "other than reguide"),
+        ({"fleet": {"robots": 2, "episodes": 3}}, ALL_SHARED, r"different \['fleet'\]"),
+        ({"critic": {"steps": 7}}, ALL_SHARED, r"different \['critic'\]"),
+        ({}, (*BASE_STEPS, "round_1.fleet"), r"not finished \['round_1.critic'\]"),
+    ],
+)
+def test_seed_first_round_refuses_a_round_that_does_not_apply(
+    tmp_path: Path, theirs: dict[str, object], finished: tuple[str, ...], message: str
+) -> None:
+    source = _logged_run(tmp_path / "source", finished, **theirs)
+    ours = {**load_yaml(DEBUG), "method": "hitl_bc", "rounds": 1, "out": str(tmp_path / "ours")}
+    config = validate_config(LoopConfig, {**ours, "seed_from": source["out"], "seed_first_round": True})
+    with pytest.raises(ValueError, match=message):
+        LoopRun(config)
+
+
+def test_a_run_saved_before_a_new_field_resumes(tmp_path: Path) -> None:
+    config = validate_config(LoopConfig, {**load_yaml(DEBUG), "out": str(tmp_path / "run")})
+    LoopRun(config)
+    saved = tmp_path / "run" / "config.json"
+    older = {k: v for k, v in json.loads(saved.read_text()).items() if k != "seed_first_round"}
+    saved.write_text(json.dumps(older))
+    LoopRun(config)  # the missing field reads as its default
 
 
 def test_quickstart_yaml_is_the_embedded_default() -> None:

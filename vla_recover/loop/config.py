@@ -16,7 +16,7 @@ from vla_recover.loop.promotion import PromotionConfig
 from vla_recover.train.dataset import DatasetConfig
 from vla_recover.train.trainer import TrainConfig
 
-__all__ = ["BASE_FIELDS", "METHODS", "EvalConfig", "LoopConfig"]
+__all__ = ["BASE_FIELDS", "FIRST_ROUND_FIELDS", "METHODS", "EvalConfig", "LoopConfig"]
 
 # The retraining methods the loop compares (benchmarks/loop.py runs each on the same budget).
 METHODS: dict[str, dict[str, Any]] = {
@@ -28,6 +28,8 @@ METHODS: dict[str, dict[str, Any]] = {
 }
 # What the demos, the base policy and its evaluation depend on: a run seeded from another must agree on these.
 BASE_FIELDS = ("task", "task_config", "demos", "base_train", "evaluation")
+# What the first round's fleet and critic depend on besides those (seed_first_round).
+FIRST_ROUND_FIELDS = ("fleet", "fleet_seed_stride", "critic", "segmenter")
 _LOOP_SET = ("data", "out", "eval_task", "eval_every", "init_from", "select", "weighting")
 
 
@@ -61,6 +63,12 @@ class LoopConfig(FrozenConfig):
         default=None,
         description="a loop run folder whose demos, base policy and base evaluation this run starts from (its store "
         "is copied; the fields those steps depend on must match): methods compared from one base",
+    )
+    seed_first_round: bool = Field(
+        default=False,
+        description="with seed_from: take its first round's fleet rollouts and critic too (the base policy's "
+        "autonomous data, the critic trained on it and its labels in the store), so runs that differ only in how "
+        "they train compare on the same data; seed_from must be a one-round run that is not reguide",
     )
     task: str = "LiftCube"
     task_config: dict[str, Any] = Field(default_factory=dict)
@@ -172,6 +180,10 @@ class LoopConfig(FrozenConfig):
                 f"fleet.seed / fleet_seed_stride: round {self.rounds} reaches seed {last_seed}, into the held-out "
                 f"evaluation seeds starting at {self.evaluation.seed}"
             )
+        if self.seed_first_round and self.seed_from is None:
+            raise ValueError("seed_first_round: needs seed_from (the run whose first round to take)")
+        if self.seed_first_round and self.method == "reguide":
+            raise ValueError("seed_first_round: reguide's rollouts are guided, its own; it cannot take another's")
         validate_config(CriticTrainConfig, self.critic, source="loop critic")
         if "weighter_config" in self.weighting:
             raise ValueError("weighting.weighter_config: give it per weighter in weighter_configs")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from vla_recover.data import EpisodeStore
-from vla_recover.loop.config import BASE_FIELDS, LoopConfig
+from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig
 from vla_recover.loop.promotion import decide
 
 __all__ = ["LoopRun", "StepReporter"]
@@ -26,6 +26,7 @@ __all__ = ["LoopRun", "StepReporter"]
 STARTED, DONE = "loop_step_started", "loop_step_done"
 PROMOTED, DISCARDED, SEEDED = "policy_promoted", "policy_discarded", "loop_seeded"
 BASE_STEPS = ("demos", "base_train", "base_eval")
+FIRST_ROUND_STEPS = ("round_1.fleet", "round_1.critic")  # what seed_first_round takes besides the base steps
 
 
 class StepReporter(Protocol):
@@ -68,7 +69,8 @@ class LoopRun:
         config_json = self.config.model_dump(mode="json")
         saved = self.dir / "config.json"
         if saved.is_file():
-            before = json.loads(saved.read_text())
+            # a field added since the run was saved reads as its default (which keeps the behaviour it ran with)
+            before = {**LoopConfig().model_dump(mode="json"), **json.loads(saved.read_text())}
             if before != config_json:
                 changed = sorted(k for k in set(before) | set(config_json) if before.get(k) != config_json.get(k))
                 raise ValueError(
@@ -82,8 +84,9 @@ class LoopRun:
                 for event in store.index.events():
                     if event.kind == DONE:
                         self.results[event.payload["step"]] = event.payload["result"]
-                    elif event.kind == SEEDED:  # only the base steps carry over from the run this one started from
-                        self.results = {k: v for k, v in self.results.items() if k in BASE_STEPS}
+                    elif event.kind == SEEDED:  # only the seeded steps carry over from the run this one started from
+                        carried = event.payload.get("steps", BASE_STEPS)
+                        self.results = {k: v for k, v in self.results.items() if k in carried}
 
     def _seed_from(self, source: Path) -> None:
         saved = source / "config.json"
@@ -93,13 +96,31 @@ class LoopRun:
         differ = [k for k in BASE_FIELDS if theirs.get(k) != ours.get(k)]
         if differ:
             raise ValueError(f"seed_from: {source} was run with different {differ}; its base policy does not apply")
+        steps: tuple[str, ...] = BASE_STEPS
+        if self.config.seed_first_round:
+            self._check_first_round_source(source, theirs, ours)
+            steps += FIRST_ROUND_STEPS
         with EpisodeStore(source / "store") as store:
             finished = {e.payload["step"] for e in store.index.events(kind=DONE)}
-        missing = [step for step in BASE_STEPS if step not in finished]
+        missing = [step for step in steps if step not in finished]
         if missing:
             raise ValueError(f"seed_from: {source} has not finished {missing}; run it first")
         shutil.copytree(source / "store", self.store_path)
-        self._log(SEEDED, {"from": str(source)})
+        if self.config.seed_first_round:  # round 2's floor operator may watch it
+            shutil.copytree(source / "critics" / "round_1", self._critic_dir(1), dirs_exist_ok=True)
+        self._log(SEEDED, {"from": str(source), "steps": list(steps)})
+
+    @staticmethod
+    def _check_first_round_source(source: Path, theirs: dict[str, Any], ours: dict[str, Any]) -> None:
+        differ = [k for k in FIRST_ROUND_FIELDS if theirs.get(k) != ours.get(k)]
+        if differ:
+            raise ValueError(f"seed_first_round: {source} was run with different {differ}; its round 1 does not apply")
+        # a later round's critic relabels the store, and guided rollouts belong to reguide alone
+        if theirs.get("rounds") != 1 or theirs.get("method") == "reguide":
+            raise ValueError(
+                f"seed_first_round: {source} ran {theirs.get('rounds')} rounds of {theirs.get('method')}; "
+                "it must be a one-round run of a method other than reguide"
+            )
 
     def step(self, name: str, work: Callable[[], dict[str, Any]], total: int | None = None) -> dict[str, Any]:
         """Run ``work()`` unless the log says ``name`` finished; either way return its result.

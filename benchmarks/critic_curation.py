@@ -1,0 +1,200 @@
+"""The curation experiment: the segmentation critic judged by the policy it produces.
+
+    python benchmarks/critic_curation.py [--config configs/loop/quickstart.yaml] [--episodes N] [--seed 0]
+                                         [--work runs/bench_curation] [--base runs/bench_loop/base]
+
+One base run (demos, base policy, base evaluation; an existing one in ``--base``, default ``<work>/base``, is
+reused, e.g. benchmarks/loop.py's), then one round of fleet rollouts of the base policy under the simulated
+operators, a critic trained on it and the store labelled with its segments, as a loop round does. The same policy is
+then trained three times on that round's data, from the same start with the same steps and seed, differing only in
+which autonomous steps are kept (demo and human steps always are): ``all`` (every autonomous step), ``critic`` (the
+critic's progress and recovery segments) and ``ground_truth`` (the same rule on the simulator's true progress).
+
+Each is a one-round ``hitl_bc`` loop run (plain BC) that fine-tunes the base policy with the config's ``retrain``
+settings, as a loop round does (``retrain_from: scratch`` in the config trains from scratch instead); ``all`` runs
+the shared round and the other two take it with ``seed_first_round``. Each is scored by closed-loop success on the
+held-out evaluation seeds (95% Wilson intervals). The critic is good when ``critic`` approaches ``ground_truth``; the
+per-step agreement of the two retentions on the round's autonomous steps is reported beside it. Runs live in
+``<work>/seed_<seed>/<variant>``. Prints one JSON object on its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vla_recover.config import load_yaml, validate_config
+from vla_recover.data import EpisodeStore
+from vla_recover.loop.config import LoopConfig
+from vla_recover.loop.promotion import difference_lower_bound
+from vla_recover.loop.runner import LoopRun
+from vla_recover.train.dataset import retained_steps
+from vla_recover.train.steps import build_step_table
+
+# variant → the retention of autonomous steps it trains with
+VARIANTS = {"all": "none", "critic": "critic", "ground_truth": "ground_truth"}
+
+
+class _Lines:
+    """One line per finished step, before the final JSON."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def begin(self, step: str, total: int | None) -> None:
+        pass
+
+    def advance(self, completed: int, status: str = "") -> None:
+        pass
+
+    def end(self, step: str, result: dict[str, Any], reused: bool) -> None:
+        rate = result.get("success_rate")
+        detail = f" success {rate:.2f} {result['ci95']}" if rate is not None else ""
+        print(
+            f"[{self.label}] {step}{' (reused)' if reused else ''} {result.get('wall_s', 0):.0f}s{detail}", flush=True
+        )
+
+
+def run_base(raw: dict[str, Any], base_dir: Path) -> LoopRun:
+    """An earlier base in ``base_dir`` resumes with its own config; the variants check that it applies to theirs."""
+    saved = base_dir / "config.json"
+    fields = json.loads(saved.read_text()) if saved.is_file() else {**raw, "name": "base", "out": base_dir, "rounds": 0}
+    run = LoopRun(validate_config(LoopConfig, fields, source="base"), _Lines("base"))
+    run.run()
+    return run
+
+
+def variant_config(raw: dict[str, Any], variant: str, work: Path, base_dir: Path) -> LoopConfig:
+    weighting = {**raw.get("weighting", {}), "weighter": "bc", "retention": VARIANTS[variant]}
+    start: dict[str, Any] = {"seed_from": base_dir}
+    if variant != "all":  # the same fleet round and critic as `all`, which runs them
+        start = {"seed_from": work / "all", "seed_first_round": True}
+    fields = {**raw, "name": variant, "out": work / variant, "method": "hitl_bc", "rounds": 1, "weighting": weighting}
+    return validate_config(LoopConfig, {**fields, **start}, source=variant)
+
+
+def evaluation_figures(evaluation: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "success": evaluation["success_rate"],
+        "ci95": evaluation["ci95"],
+        "successes": evaluation["successes"],
+        "episodes": evaluation["episodes"],
+    }
+
+
+def rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def variant_figures(run: LoopRun) -> dict[str, Any]:
+    train = run.results["round_1.train"]
+    return {
+        **evaluation_figures(run.results["round_1.eval"]),
+        "retained_autonomous_fraction": rounded(train["weights"]["retained_autonomous_fraction"]),
+        "training_set_steps": train["weights"]["nonzero_steps"],  # stored steps with a nonzero weight
+        "gradient_steps": train["steps"],
+        "final_loss": rounded(train["final_loss"]),
+        "promoted_over_base": run.results["round_1.decide"]["promote"],
+        "train_s": train["wall_s"],
+        "eval_s": run.results["round_1.eval"]["wall_s"],
+    }
+
+
+def retention_agreement(run: LoopRun, truth_config: LoopConfig) -> dict[str, Any]:
+    """Per autonomous step of the shared round: does the critic keep what the simulator's ground truth keeps?"""
+    with EpisodeStore(run.store_path) as store:
+        table = build_step_table(store, run.results["round_1.fleet"]["episode_ids"])
+        critic = retained_steps(store, table, run.config.dataset_config())
+        truth = retained_steps(store, table, truth_config.dataset_config())
+    autonomous = table.included & table.executed
+    critic, truth = critic[autonomous], truth[autonomous]
+    if not critic.size:
+        return {"autonomous_steps": 0}
+    agreement = float(np.mean(critic == truth))
+    chance = critic.mean() * truth.mean() + (1 - critic.mean()) * (1 - truth.mean())
+    both = int(np.count_nonzero(critic & truth))
+    return {
+        "autonomous_steps": int(critic.size),
+        "critic_kept_fraction": round(float(critic.mean()), 4),
+        "truth_kept_fraction": round(float(truth.mean()), 4),
+        "agreement": round(agreement, 4),
+        "cohen_kappa": round(float((agreement - chance) / (1 - chance)), 4) if chance < 1 else None,
+        "precision": round(both / int(critic.sum()), 4) if critic.any() else None,  # of the critic's kept steps
+        "recall": round(both / int(truth.sum()), 4) if truth.any() else None,  # of the truth's kept steps
+    }
+
+
+def gap_ci95(critic: dict[str, Any], truth: dict[str, Any]) -> list[float]:
+    """95% interval of critic - ground truth success in points (Newcombe's, as the promotion gate's bound)."""
+    sb, nb, sc, nc = critic["successes"], critic["episodes"], truth["successes"], truth["episodes"]
+    low = difference_lower_bound(sb, nb, sc, nc, 0.975)
+    high = -difference_lower_bound(sc, nc, sb, nb, 0.975)
+    return [round(100 * low, 1), round(100 * high, 1)]
+
+
+def shared_round_figures(run: LoopRun) -> dict[str, Any]:
+    fleet, critic = run.results["round_1.fleet"], run.results["round_1.critic"]
+    return {
+        "fleet": {k: fleet[k] for k in ("episodes", "successes", "outcomes", "interventions", "rewinds", "operator_s")},
+        "critic_held_out_voc": critic["held_out_voc"],
+        "critic_segment_steps": critic["segments"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=None, help="loop config; default: the embedded quickstart")
+    parser.add_argument("--episodes", type=int, default=None, help="the shared round's fleet episodes")
+    parser.add_argument("--seed", type=int, default=0, help="fleet.seed and retrain.seed (overriding the config's)")
+    parser.add_argument("--work", type=Path, default=Path("runs/bench_curation"))
+    parser.add_argument(
+        "--base", type=Path, default=None, help="base run folder (reused if there); default: <work>/base"
+    )
+    args = parser.parse_args()
+    raw: dict[str, Any] = dict(load_yaml(args.config) or {}) if args.config else LoopConfig().model_dump(mode="json")
+    raw["fleet"] = {**raw.get("fleet", {}), "seed": args.seed}
+    if args.episodes is not None:
+        raw["fleet"]["episodes"] = args.episodes
+    raw["retrain"] = {**raw.get("retrain", {}), "seed": args.seed}
+    started = time.perf_counter()
+    base_dir, work = args.base or args.work / "base", args.work / f"seed_{args.seed}"
+    base = run_base(raw, base_dir)
+    configs = {variant: variant_config(raw, variant, work, base_dir) for variant in VARIANTS}
+    runs: dict[str, LoopRun] = {}
+    figures: dict[str, Any] = {}
+    for variant, config in configs.items():  # `all` first: the other two take its round
+        runs[variant] = LoopRun(config, _Lines(variant))
+        runs[variant].run()
+        figures[variant] = variant_figures(runs[variant])
+    critic, truth, everything = figures["critic"], figures["ground_truth"], figures["all"]
+    evaluation = configs["all"].evaluation
+    result: dict[str, Any] = {
+        "benchmark": "critic_curation",
+        "task": configs["all"].task,
+        "work": str(args.work),
+        "seed": args.seed,
+        "eval_episodes": evaluation.episodes,
+        "eval_seeds": [evaluation.seed, evaluation.seed + evaluation.episodes - 1],
+        "retrain_from": configs["all"].retrain_from,
+        **shared_round_figures(runs["all"]),
+        "base": evaluation_figures(base.results["base_eval"]),
+        **figures,
+        "critic_vs_ground_truth_gap_points": round(100 * (critic["success"] - truth["success"]), 1),
+        "critic_vs_ground_truth_gap_ci95": gap_ci95(critic, truth),
+        "critic_vs_all_points": round(100 * (critic["success"] - everything["success"]), 1),
+        "ground_truth_vs_all_points": round(100 * (truth["success"] - everything["success"]), 1),
+        "retention_agreement": retention_agreement(runs["critic"], configs["ground_truth"]),
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    for variant in ("base", *VARIANTS):
+        print(f"{variant}: success {result[variant]['success']:.2f} {result[variant]['ci95']}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
