@@ -8,8 +8,8 @@ A process can host several slots' sims (`WorkerProcess`); a tick's requests to i
 ``(slot index, request)``, answered by a list of ``(slot index, reply)``.
 
 Protocol (request → reply): ``("reset", seed)`` → ``(obs, info)``; ``("step", action | None)`` →
-``(obs, info, terminated, truncated, action)`` where ``None`` asks the expert for the action and the reply carries
-the action taken; ``("rewind_to", step)`` → ``(obs, info)``; ``("close",)``.
+``(obs, info, terminated, truncated, action)``, its info cut to ``STEP_INFO``, where ``None`` asks the expert for the
+action and the reply carries the action taken; ``("rewind_to", step)`` → ``(obs, info)``; ``("close",)``.
 """
 
 from __future__ import annotations
@@ -86,6 +86,10 @@ class SimWorkerSpec:
     rewind_capacity: int = 200
 
 
+# what the fleet reads of a step's info (the instruction and the failure log only change at a reset)
+STEP_INFO = ("phase_index", "progress", "is_success", "failure")
+
+
 class SimWorkerCore:
     """What a worker does with one request, whatever carries the requests (a pipe, a Ray actor call).
 
@@ -128,7 +132,7 @@ class SimWorkerCore:
             obs, _, terminated, truncated, info = self.env.step(action)
             self.actions[self.step] = action
             self.step += 1
-            return obs, info, terminated, truncated, action
+            return obs, {key: info[key] for key in STEP_INFO if key in info}, terminated, truncated, action
         if kind == "rewind_to":
             return self._rewind_to(int(request[1]))
         if kind == "pid":
