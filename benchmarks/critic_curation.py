@@ -32,7 +32,7 @@ from vla_recover.config import load_yaml, validate_config
 from vla_recover.data import EpisodeStore
 from vla_recover.loop.config import LoopConfig
 from vla_recover.loop.promotion import difference_lower_bound
-from vla_recover.loop.runner import LoopRun
+from vla_recover.loop.runner import LineReporter, LoopRun
 from vla_recover.train.dataset import retained_steps
 from vla_recover.train.steps import build_step_table
 
@@ -40,31 +40,11 @@ from vla_recover.train.steps import build_step_table
 VARIANTS = {"all": "none", "critic": "critic", "ground_truth": "ground_truth"}
 
 
-class _Lines:
-    """One line per finished step, before the final JSON."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def begin(self, step: str, total: int | None) -> None:
-        pass
-
-    def advance(self, completed: int, status: str = "") -> None:
-        pass
-
-    def end(self, step: str, result: dict[str, Any], reused: bool) -> None:
-        rate = result.get("success_rate")
-        detail = f" success {rate:.2f} {result['ci95']}" if rate is not None else ""
-        print(
-            f"[{self.label}] {step}{' (reused)' if reused else ''} {result.get('wall_s', 0):.0f}s{detail}", flush=True
-        )
-
-
 def run_base(raw: dict[str, Any], base_dir: Path) -> LoopRun:
     """An earlier base in ``base_dir`` resumes with its own config; the variants check that it applies to theirs."""
     saved = base_dir / "config.json"
     fields = json.loads(saved.read_text()) if saved.is_file() else {**raw, "name": "base", "out": base_dir, "rounds": 0}
-    run = LoopRun(validate_config(LoopConfig, fields, source="base"), _Lines("base"))
+    run = LoopRun(validate_config(LoopConfig, fields, source="base"), LineReporter("base"))
     run.run()
     return run
 
@@ -168,7 +148,7 @@ def main() -> None:
     runs: dict[str, LoopRun] = {}
     figures: dict[str, Any] = {}
     for variant, config in configs.items():  # `all` first: the other two take its round
-        runs[variant] = LoopRun(config, _Lines(variant))
+        runs[variant] = LoopRun(config, LineReporter(variant))
         runs[variant].run()
         figures[variant] = variant_figures(runs[variant])
     critic, truth, everything = figures["critic"], figures["ground_truth"], figures["all"]

@@ -19,27 +19,7 @@ from typing import Any
 
 from vla_recover.config import load_yaml, validate_config
 from vla_recover.loop.config import METHODS, LoopConfig
-from vla_recover.loop.runner import LoopRun
-
-
-class _Lines:
-    """One line per finished step, on stderr-free stdout before the final JSON."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def begin(self, step: str, total: int | None) -> None:
-        pass
-
-    def advance(self, completed: int, status: str = "") -> None:
-        pass
-
-    def end(self, step: str, result: dict[str, Any], reused: bool) -> None:
-        rate = result.get("success_rate")
-        detail = f" success {rate:.2f} {result['ci95']}" if rate is not None else ""
-        print(
-            f"[{self.label}] {step}{' (reused)' if reused else ''} {result.get('wall_s', 0):.0f}s{detail}", flush=True
-        )
+from vla_recover.loop.runner import LineReporter, LoopRun
 
 
 def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +66,7 @@ def main() -> None:
     started = time.perf_counter()
     base_dir = args.work / "base"
     base = validate_config(LoopConfig, {**raw, "name": "base", "out": base_dir, "rounds": 0}, source="base")
-    LoopRun(base, _Lines("base")).run()
+    LoopRun(base, LineReporter("base")).run()
     results: dict[str, Any] = {}
     for method in methods:
         config = validate_config(
@@ -96,7 +76,7 @@ def main() -> None:
             source=method,
         )  # fmt: skip
         method_started = time.perf_counter()
-        summary = LoopRun(config, _Lines(method)).run()
+        summary = LoopRun(config, LineReporter(method)).run()
         results[method] = {**_method_figures(summary), "wall_s": round(time.perf_counter() - method_started, 1)}
     base_eval = json.loads((base_dir / "summary.json").read_text())["rounds"][0]["eval"]
     base_rate = base_eval["success_rate"]

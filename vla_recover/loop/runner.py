@@ -21,7 +21,7 @@ from vla_recover.data import EpisodeStore
 from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig
 from vla_recover.loop.promotion import decide
 
-__all__ = ["LoopRun", "StepReporter"]
+__all__ = ["LineReporter", "LoopRun", "StepReporter"]
 
 STARTED, DONE = "loop_step_started", "loop_step_done"
 PROMOTED, DISCARDED, SEEDED = "policy_promoted", "policy_discarded", "loop_seeded"
@@ -44,6 +44,20 @@ class _Silent:
 
     def end(self, step: str, result: dict[str, Any], reused: bool) -> None:
         pass
+
+
+class LineReporter(_Silent):
+    """One line per finished step on stdout, for logs and benchmarks where progress bars would garble the output."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def end(self, step: str, result: dict[str, Any], reused: bool) -> None:
+        rate = result.get("success_rate")
+        detail = f" success {rate:.2f} {result['ci95']}" if rate is not None else ""
+        print(
+            f"[{self.label}] {step}{' (reused)' if reused else ''} {result.get('wall_s', 0):.0f}s{detail}", flush=True
+        )
 
 
 class LoopRun:
