@@ -55,3 +55,11 @@ def test_ros2_presets_validate(path: Path) -> None:
     from vla_recover.ros2.node import load_node_config
 
     load_node_config(path)
+
+
+@pytest.mark.parametrize("path", sorted((CONFIGS / "loop").glob("*.yaml")), ids=lambda p: p.name)
+def test_loop_presets_validate(path: Path) -> None:
+    from vla_recover.loop.config import LoopConfig
+
+    config = validate_config(LoopConfig, load_yaml(path), source=str(path))
+    load_task_config(config.task, config.task_config or None)
