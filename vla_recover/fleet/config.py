@@ -72,7 +72,8 @@ class FleetConfig(FrozenConfig):
         ge=1,
         le=16,
         description="steps a sim worker may be ahead of the manager on actions the policy already planned (it steps "
-        "while the manager records); 1 is lockstep. A takeover starts after the steps in flight",
+        "while the manager records), topped up once half have landed; 1 is lockstep. A takeover starts after the "
+        "steps in flight; must be shorter than the policy's chunks",
     )
     policy_action_tolerance: float = Field(
         default=1.0,
