@@ -32,6 +32,7 @@ class _RichReporter:
         if self.job is not None:
             task = next(t for t in self.progress.tasks if t.id == self.job)
             self.progress.update(self.job, completed=task.total or task.completed, status="done")
+            self.progress.stop_task(self.job)  # a step without a total never finishes: stop its clock here
             self.job = None
         console.print(f"[bold]{step}[/bold] {'(from the log) ' if reused else ''}{_headline(result)}")
 
