@@ -191,12 +191,10 @@ def main() -> None:
                 constant_action_row(args.task, n, grouped, args.horizon, args.seconds, Path(tmp) / f"{n}_{i}")
                 for i in range(args.repeats)
             ]
-            # throughputs: the best sample; CPU per step: the median sample
-            measured = {
-                key: max(values) if not key.startswith("cpu_us") else float(np.median(values))
-                for key in samples[0]
-                for values in [[sample[key] for sample in samples]]
-            }
+            measured: dict[str, float] = {}
+            for key in samples[0]:  # throughputs: the best sample; CPU per step: the median sample
+                values = [sample[key] for sample in samples]
+                measured[key] = float(np.median(values)) if key.startswith("cpu_us") else max(values)
             measured |= {
                 "fleet_policy_batched": measure_fleet(
                     args.task, n, args.horizon, args.seconds, Path(tmp) / f"b{n}", policy=str(policy),

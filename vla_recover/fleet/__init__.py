@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from vla_recover.fleet.config import FleetConfig, FloorOperatorConfig, TeleoperatorConfig
 from vla_recover.fleet.inference import ChunkSource
-from vla_recover.fleet.manager import FleetManager, Slot
+from vla_recover.fleet.manager import FleetManager
+from vla_recover.fleet.slot import Slot
 from vla_recover.fleet.states import TRANSITIONS, IllegalTransition, SlotState
 
 __all__ = [

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from vla_recover.data import EpisodeStore
 from vla_recover.envs import TASKS, resolve_task_name
 from vla_recover.envs.base import checked_action
 from vla_recover.fleet.accounting import EffortLedger
@@ -34,7 +35,7 @@ from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied
 from vla_recover.teleop.devices import DeviceDisconnected, RemoteDevice, TeleopDevice
 from vla_recover.teleop.lease import Lease, LeaseError, LeaseManager
 
-__all__ = ["FleetManager", "Slot"]
+__all__ = ["FleetManager"]
 
 S = SlotState
 
@@ -64,7 +65,6 @@ class FleetManager:
         recorded = [f"obs.{key}" for key in self.source.obs_keys]
         self.critic = CriticRater(config.critic, recorded) if config.critic is not None else None
         self.recorder = FleetRecorder(config.store, config.store_every_s, batch_size=config.robots + config.fake_robots)
-        self.store = self.recorder.store
         self._episodes_started = 0
         self._next_seed = config.seed
         spec = SimWorkerSpec(
@@ -84,6 +84,10 @@ class FleetManager:
         )
 
     # -- clock, events ----------------------------------------------------------------------------------------
+    @property
+    def store(self) -> EpisodeStore:
+        return self.recorder.store
+
     def now(self) -> float:
         return self.ticks * self.dt
 
@@ -264,8 +268,8 @@ class FleetManager:
 
         A robot executes its chunk while the manager records what came back, as an arm runs its trajectory while the
         next one is computed: up to ``run_ahead_steps`` steps are in flight, topped up once half of them have landed.
-        Only planned policy actions run ahead; a
-        teleop command waits until the steps in flight have landed, so it is read from the latest observation.
+        Only planned policy actions run ahead; a teleop command waits until the steps in flight have landed, so it is
+        read from the latest observation.
         """
         if slot.state not in MOVING or slot.paused or slot.obs is None:
             return
