@@ -1,11 +1,24 @@
 """Checks on actions before they reach a robot: device commands must lie in [-1, 1]; a policy's chunk may overshoot
-a little (generative policies do, and the simulator clips as well) and is clipped, but is rejected beyond that."""
+a little (generative policies do, and the simulator clips as well) and is clipped, but is rejected beyond that.
+
+``ActionGate`` applies them for the fleet: a rejected action becomes an ``action_rejected`` event and the robot
+holds (arm still, gripper as last commanded) instead of moving on a broken command.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
-__all__ = ["check_range", "clipped_chunk"]
+from vla_recover.envs.base import checked_action
+from vla_recover.fleet.accounting import EffortLedger
+
+if TYPE_CHECKING:
+    from vla_recover.fleet.slot import Slot
+
+__all__ = ["ActionGate", "check_range", "clipped_chunk"]
 
 
 def check_range(actions: np.ndarray, limit: float = 1.0) -> None:
@@ -27,3 +40,57 @@ def clipped_chunk(actions: np.ndarray, action_dim: int, tolerance: float) -> tup
     check_range(actions, 1.0 + tolerance)
     outside = int((np.abs(actions).max(axis=1) > 1.0).sum())
     return np.clip(actions, -1.0, 1.0), outside
+
+
+class ActionGate:
+    """What the fleet lets through to a robot, with the rejections and clips counted in the ledger."""
+
+    def __init__(
+        self,
+        action_dim: int,
+        policy_tolerance: float,
+        ledger: EffortLedger,
+        event: Callable[[str, str, dict[str, Any], str | None], None],
+    ) -> None:
+        self.action_dim, self.policy_tolerance = action_dim, policy_tolerance
+        self.ledger, self.event = ledger, event
+
+    def hold(self, slot: Slot) -> np.ndarray:
+        """Arm still, gripper as last commanded."""
+        hold = np.zeros(self.action_dim)
+        hold[-1] = slot.grip
+        return hold
+
+    def checked(self, action: Any) -> np.ndarray:
+        """The action as a float array; ValueError for a wrong shape, NaN/Inf or a value outside [-1, 1]."""
+        try:
+            action = checked_action(np.asarray(action, dtype=np.float64), self.action_dim)  # the tasks' own check
+        except TypeError as problem:
+            raise ValueError(str(problem)) from None
+        check_range(action)
+        return action
+
+    def command(self, slot: Slot, action: Any, source: str) -> np.ndarray:
+        """A device command, or the hold when it is malformed, NaN or out of range."""
+        try:
+            return self.checked(action)
+        except ValueError as problem:
+            self.reject(slot, source, problem)
+            return self.hold(slot)
+
+    def chunk(self, slot: Slot, actions: np.ndarray) -> np.ndarray:
+        """A policy's new actions, checked together: a broken chunk is rejected whole (no actions: the robot holds);
+        a slight overshoot is clipped and counted."""
+        try:
+            chunk, outside = clipped_chunk(actions, self.action_dim, self.policy_tolerance)
+        except ValueError as problem:
+            self.reject(slot, "policy", problem)
+            return np.zeros((0, self.action_dim))
+        self.ledger.clipped_actions += outside
+        return chunk
+
+    def reject(self, slot: Slot, source: str, problem: ValueError) -> None:
+        """Count and log a refused action; the robot's queued plan goes with it."""
+        self.ledger.rejected_actions += 1
+        self.event("action_rejected", source, {"reason": str(problem)}, slot.robot)
+        slot.plan.clear()

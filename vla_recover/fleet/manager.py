@@ -20,9 +20,8 @@ import numpy as np
 
 from vla_recover.data import EpisodeStore
 from vla_recover.envs import TASKS, resolve_task_name
-from vla_recover.envs.base import checked_action
 from vla_recover.fleet.accounting import EffortLedger
-from vla_recover.fleet.actions import check_range, clipped_chunk
+from vla_recover.fleet.actions import ActionGate
 from vla_recover.fleet.backends import fake_robot_workers, sim_workers
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
@@ -50,6 +49,7 @@ class FleetManager:
         self.action_dim = int(task_cls.GRIPPER_INDEX) + 1  # every task's action ends with its gripper command
         self.ticks = 0
         self.ledger = EffortLedger()
+        self.gate = ActionGate(self.action_dim, config.policy_action_tolerance, self.ledger, self.event)
         self.leases = LeaseManager(config.lease_ttl_s, clock=self.now)
         self.source: ChunkSource = source or (
             ConstantChunks(config.constant_action)
@@ -142,10 +142,9 @@ class FleetManager:
         if not isinstance(slot.device, RemoteDevice):
             raise LeaseError(f"robot {robot}: driven by {getattr(slot.device, 'name', 'nothing')}, not remote commands")
         try:  # refused now, so the sender hears why; the robot holds as it would without a command
-            checked = checked_action(np.asarray(action, dtype=np.float64), self.action_dim)
-            check_range(checked)
-        except (ValueError, TypeError) as problem:
-            self._reject(slot, "human", ValueError(str(problem)))
+            checked = self.gate.checked(action)
+        except ValueError as problem:
+            self.gate.reject(slot, "human", problem)
             raise ValueError(f"action: {problem}") from None
         slot.device.push(checked)
 
@@ -331,11 +330,6 @@ class FleetManager:
             self.leases.revoke(slot.robot)
         slot.lease, slot.device, slot.hold = None, None, False
 
-    def _hold_action(self, slot: Slot) -> np.ndarray:
-        hold = np.zeros(self.action_dim)
-        hold[-1] = slot.grip
-        return hold
-
     def _plan_chunks(self) -> None:
         """One forward for every autonomous robot whose plan is down to ``inference_lead_steps`` actions.
 
@@ -359,49 +353,23 @@ class FleetManager:
                 # chunk (a chunk yields as many fresh actions as in lockstep); the queued plan overlaps its start
                 flying, planned = len(slot.pending), len(slot.plan)
                 window = chunk[flying + planned : flying + max(self.source.action_exec, planned + 1)]
-                fresh = self._valid_chunk(slot, window)
+                fresh = self.gate.chunk(slot, window)
                 slot.plan.extend(fresh)
 
     def _next_action(self, slot: Slot) -> tuple[np.ndarray | None, str]:
         """(action or None for the sim expert, actor) for this tick; invalid commands are rejected into a hold."""
         if slot.state is not S.TELEOP:
-            return (slot.plan.popleft() if slot.plan else self._hold_action(slot)), self.autonomous_actor
+            return (slot.plan.popleft() if slot.plan else self.gate.hold(slot)), self.autonomous_actor
         if slot.hold or slot.device is None:
-            return self._hold_action(slot), "human"
+            return self.gate.hold(slot), "human"
         if slot.device.uses_sim_expert:
             return None, "human"
         try:
             command = slot.device.read(slot.obs or {})
         except DeviceDisconnected as exc:
             self._lease_lost(slot, f"device {slot.device.name}: {exc}")
-            return self._hold_action(slot), "human"
-        return (self._hold_action(slot) if command is None else self._valid(slot, command, "human")), "human"
-
-    def _valid(self, slot: Slot, action: np.ndarray, source: str) -> np.ndarray:
-        """A device command, or the hold when it is malformed, NaN or out of range (the rejection is an event)."""
-        try:
-            action = checked_action(action, self.action_dim)  # the tasks' own shape and NaN/Inf check
-            check_range(action)
-            return action
-        except ValueError as problem:
-            self._reject(slot, source, problem)
-            return self._hold_action(slot)
-
-    def _valid_chunk(self, slot: Slot, actions: np.ndarray) -> np.ndarray:
-        """A policy's new actions, checked together (``fleet.actions``): a broken chunk is rejected whole and the
-        robot holds; a slight overshoot is clipped and counted."""
-        try:
-            chunk, outside = clipped_chunk(actions, self.action_dim, self.config.policy_action_tolerance)
-        except ValueError as problem:
-            self._reject(slot, "policy", problem)
-            return np.zeros((0, self.action_dim))
-        self.ledger.clipped_actions += outside
-        return chunk
-
-    def _reject(self, slot: Slot, source: str, problem: ValueError) -> None:
-        self.ledger.rejected_actions += 1
-        self.event("action_rejected", source, {"reason": str(problem)}, slot.robot)
-        slot.plan.clear()
+            return self.gate.hold(slot), "human"
+        return (self.gate.hold(slot) if command is None else self.gate.command(slot, command, "human")), "human"
 
     def _record(self, slot: Slot, action: np.ndarray, actor: str, obs: dict[str, Any], info: dict[str, Any]) -> None:
         assert slot.attempt is not None and slot.obs is not None
