@@ -5,7 +5,7 @@
 2. Held-out data: fleet rollouts of a trained policy per task under injected failures, with the simulated floor
    operator and teleoperator (takeovers, rewinds, corrections).
 3. A critic (state + instruction) per task; each held-out episode is cut by the default segmenter on its
-   critic curve and scored per step against ground truth (the sim's true progress cut by crisp rules, see
+   critic curve and scored per step against ground truth (the sim's true progress cut with a dead band, see
    vla_recover.critic.metrics) beside baselines: time-based progress t/T, the oracle (the default segmenter on
    the true progress: the ceiling of the segmenter itself) and a length-only classifier, overall and within
    episode-length bins.
@@ -30,7 +30,7 @@ import numpy as np
 from vla_recover.config import validate_config
 from vla_recover.critic.data import CriticEpisode, length_bin_edges, load_episodes, spearman
 from vla_recover.critic.label import critic_segments
-from vla_recover.critic.metrics import GROUND_TRUTH_SEGMENTER, LengthBaseline, per_kind_f1, step_labels
+from vla_recover.critic.metrics import LengthBaseline, ground_truth_segments, per_kind_f1, step_labels
 from vla_recover.critic.model import ProgressCritic
 from vla_recover.critic.segmenter import CRITIC_KINDS, segment_episode
 from vla_recover.critic.train import CriticTrainConfig, train_critic
@@ -95,7 +95,7 @@ def truth_of(episode: CriticEpisode) -> np.ndarray:
     assert episode.true_progress is not None
     full = np.zeros(episode.length)
     full[episode.rows] = episode.true_progress
-    return step_labels(episode.length, segment_episode(full, GROUND_TRUTH_SEGMENTER, episode.supervision))
+    return step_labels(episode.length, ground_truth_segments(full, episode.supervision))
 
 
 def labels_from_curve(episode: CriticEpisode, curve: np.ndarray) -> np.ndarray:

@@ -98,3 +98,33 @@ def test_per_kind_f1_and_the_length_only_baseline() -> None:
     baseline = LengthBaseline.fit([10, 11, 40, 41], [labelled(n) for n in (10, 11, 40, 41)], bins=2)
     np.testing.assert_array_equal(baseline.predict(10), short)
     assert list(baseline.predict(40)[[0, 39]]) == [0, 1]  # progress first, idle last
+
+
+def test_ground_truth_reads_moves_past_the_dead_band_and_ignores_jitter() -> None:
+    from vla_recover.critic.metrics import ground_truth_segments
+
+    rng = np.random.default_rng(0)
+    hover = 0.3 + rng.uniform(-0.008, 0.008, 40)  # a hovering arm: jitter well inside the 0.02 dead band
+    assert ground_truth_segments(hover) == [(0, 40, "idle")]
+    reach = np.linspace(0.0, 0.3, 11)  # +0.03 per step
+    hold = np.full(5, 0.3)
+    drop = np.array([0.25, 0.15, 0.1])  # the object slips
+    regain = np.array([0.13, 0.17, 0.21, 0.25, 0.29, 0.33])  # recovery until back within 0.02 of the best (0.3)
+    drift = 0.33 + 0.001 * np.arange(1, 31)  # slower than 0.002 per step: idle, though it moves 0.03
+    curve = np.concatenate([reach, hold, drop, regain, drift])
+    assert ground_truth_segments(curve) == [
+        (0, 11, "progress"),
+        (11, 16, "idle"),
+        (16, 19, "failure_inducing"),
+        (19, 23, "recovery"),
+        (23, 25, "progress"),
+        (25, 55, "idle"),
+    ]
+    # a fall runs from its turn, the highest point before it (step 1); the steps up to there stay idle
+    jittery = np.array([0.3, 0.305, 0.298, 0.302, 0.296, 0.27, 0.24])
+    assert ground_truth_segments(jittery) == [(0, 2, "idle"), (2, 7, "failure_inducing")]
+    # rewinds are skipped as by the segmenter
+    assert ground_truth_segments(reach, [(0, 5, "autonomous"), (5, 8, "rewind"), (8, 11, "intervention")]) == [
+        (0, 5, "progress"),
+        (8, 11, "progress"),
+    ]

@@ -1,9 +1,17 @@
 """Scoring a segmentation against ground truth, per step, and the length-only baseline it must beat.
 
-Ground-truth segments come from the simulator's true progress cut with crisp segmenter settings (no smoothing, the
-slope over the neighbouring steps, no minimum run), so injected failures show up as drops and interventions as
-recoveries; rewinds are not scored. The length-only baseline knows nothing but an episode's length and each step's
-position in it: per length bin and tenth of the episode, the kind most common in its training episodes.
+Ground-truth segments come from the simulator's true progress (phase progress, which falls when an injected
+failure or a fumble undoes work and rises again while a human recovers) through a dead band: the progress has
+moved only once it is ``TRUTH_MOVE`` away from where it last moved (2% of the task); the move's steps (from its
+last turn: the lowest point before a rise, the highest before a fall) are rising or falling if it came at
+``TRUTH_RATE`` per step or faster, else idle (a slow drift). Rising steps are
+``recovery`` while below the best reached earlier minus ``TRUTH_REGAIN_MARGIN``, else ``progress``; falling steps
+are ``failure_inducing``; steps that never move are ``idle``. The dead band is what keeps a hovering arm's
+millimetre jitter in the continuous reach term from reading as a string of one-step progress and failure
+segments. Rewinds are not scored.
+
+The length-only baseline knows nothing but an episode's length and each step's position in it: per length bin
+and tenth of the episode, the kind most common in its training episodes.
 """
 
 from __future__ import annotations
@@ -13,14 +21,48 @@ from collections.abc import Sequence
 import numpy as np
 
 from vla_recover.critic.data import length_bin_edges
-from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig
+from vla_recover.critic.segmenter import CRITIC_KINDS, cut_episode
 
-__all__ = ["GROUND_TRUTH_SEGMENTER", "LengthBaseline", "per_kind_f1", "step_labels"]
+__all__ = ["LengthBaseline", "ground_truth_segments", "per_kind_f1", "step_labels"]
 
-GROUND_TRUTH_SEGMENTER = SegmenterConfig(
-    smooth_steps=1, slope_steps=2, rise_per_step=0.002, fall_per_step=0.002, regain_margin=0.02, min_steps=1
-)
+TRUTH_MOVE = 0.02
+TRUTH_RATE = 0.002
+TRUTH_REGAIN_MARGIN = 0.02
 _UNSCORED = -1
+
+
+def ground_truth_segments(
+    progress: np.ndarray, supervision: Sequence[tuple[int, int, str]] = ()
+) -> list[tuple[int, int, str]]:
+    """The true segments of one episode from the simulator's per-row progress (the rules in the module docstring)."""
+    return cut_episode(progress, _dead_band_kinds, 1, supervision)
+
+
+def _dead_band_kinds(progress: np.ndarray) -> list[str]:
+    kinds = ["idle"] * progress.size
+    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], progress[:-1]]))
+    anchor = 0
+    for t in range(1, progress.size):
+        move = progress[t] - progress[anchor]
+        if abs(move) < TRUTH_MOVE:
+            continue
+        # the move began after the last turn against it (the last low before a rise, the last high before a
+        # fall); the steps between the previous move and that turn stay idle
+        window = progress[anchor:t]
+        turn = anchor + window.size - 1 - int(np.argmin(window[::-1]) if move > 0 else np.argmax(window[::-1]))
+        move = progress[t] - progress[turn]
+        if abs(move) >= TRUTH_RATE * (t - turn):
+            for step in range(turn + 1, t + 1):
+                if move < 0:
+                    kinds[step] = "failure_inducing"
+                elif progress[step] < best_before[step] - TRUTH_REGAIN_MARGIN:
+                    kinds[step] = "recovery"
+                else:
+                    kinds[step] = "progress"
+        anchor = t
+    if progress.size > 1:
+        kinds[0] = kinds[1]  # the first step has no move of its own
+    return kinds
 
 
 def step_labels(length: int, segments: Sequence[tuple[int, int, str]]) -> np.ndarray:

@@ -17,14 +17,14 @@ The output covers every non-rewind step with ``(start, stop, kind)`` runs, ``sto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from pydantic import Field
 
 from vla_recover.config import FrozenConfig
 
-__all__ = ["CRITIC_KINDS", "SegmenterConfig", "segment_episode"]
+__all__ = ["CRITIC_KINDS", "SegmenterConfig", "cut_episode", "segment_episode"]
 
 CRITIC_KINDS: tuple[str, ...] = ("progress", "idle", "failure_inducing", "recovery")
 
@@ -45,6 +45,17 @@ def segment_episode(
 ) -> list[tuple[int, int, str]]:
     """The critic segments of one episode from its per-step progress (see the module docstring for the rules)."""
     config = config or SegmenterConfig()
+    return cut_episode(progress, lambda curve: _step_kinds(curve, config), config.min_steps, supervision)
+
+
+def cut_episode(
+    progress: np.ndarray,
+    step_kinds: Callable[[np.ndarray], list[str]],
+    min_steps: int,
+    supervision: Sequence[tuple[int, int, str]] = (),
+) -> list[tuple[int, int, str]]:
+    """Segments from a per-step rule: ``step_kinds`` names the kind of every step of the curve outside rewinds;
+    runs shorter than ``min_steps`` merge into a neighbour (rule 5), and the runs map back to episode rows."""
     progress = np.asarray(progress, dtype=np.float64)
     if progress.ndim != 1 or progress.size == 0:
         raise ValueError(f"progress: expected a non-empty 1-D curve, got shape {progress.shape}")
@@ -58,8 +69,8 @@ def segment_episode(
     keep = np.flatnonzero(~rewound)
     if keep.size == 0:
         return []
-    kinds = _step_kinds(progress[keep], config)
-    runs = _merge_short(_runs(kinds), config.min_steps)
+    kinds = step_kinds(progress[keep])
+    runs = _merge_short(_runs(kinds), min_steps)
     # back to episode rows: a run of kept steps may straddle a rewind, which splits it
     segments: list[tuple[int, int, str]] = []
     for start, stop, kind in runs:

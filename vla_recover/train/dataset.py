@@ -15,9 +15,8 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from vla_recover.config import FrozenConfig
-from vla_recover.critic.metrics import GROUND_TRUTH_SEGMENTER
+from vla_recover.critic.metrics import ground_truth_segments
 from vla_recover.critic.retention import KEEP, RetentionConfig, retention_labels
-from vla_recover.critic.segmenter import segment_episode
 from vla_recover.data import EpisodeStore
 from vla_recover.train.steps import StepTable, build_step_table
 from vla_recover.train.weighting import WEIGHTERS, build_weighter
@@ -66,8 +65,8 @@ def retained_steps(store: EpisodeStore, table: StepTable, config: DatasetConfig)
         if not executed.any() or not table.included[row.start]:
             continue
         if progress is not None:
-            segments = segment_episode(
-                progress[row.start : row.stop].astype(np.float64), GROUND_TRUTH_SEGMENTER, supervision.get(row.id, [])
+            segments = ground_truth_segments(
+                progress[row.start : row.stop].astype(np.float64), supervision.get(row.id, [])
             )
         elif row.id in critic:
             segments = critic[row.id]
