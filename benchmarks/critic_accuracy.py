@@ -219,7 +219,8 @@ def main() -> None:
     results["wall_s"] = round(time.perf_counter() - started, 1)
     for task in TASKS:
         macro = {method: scores["macro"] for method, scores in results[task]["f1"].items()}
-        print(f"{task}: VOC {results[task]['voc']}, macro-F1 {macro}")
+        demos_voc = results["critic_training"][task]["held_out"].get("voc")
+        print(f"{task}: VOC {results[task]['voc']} (held-out demos {demos_voc}), macro-F1 {macro}")
     print(f"all: VOC {results['all']['voc']}, macro-F1 {results['all']['macro_f1']}")
     print(json.dumps(results))
 
