@@ -2,13 +2,12 @@
 
 Ground-truth segments come from the simulator's true progress (phase progress, which falls when an injected
 failure or a fumble undoes work and rises again while a human recovers) through a dead band: the progress has
-moved only once it is ``TRUTH_MOVE`` away from where it last moved (2% of the task); the move's steps (from its
-last turn: the lowest point before a rise, the highest before a fall) are rising or falling if it came at
-``TRUTH_RATE`` per step or faster, else idle (a slow drift). Rising steps are
-``recovery`` while below the best reached earlier minus ``TRUTH_REGAIN_MARGIN``, else ``progress``; falling steps
-are ``failure_inducing``; steps that never move are ``idle``. The dead band is what keeps a hovering arm's
-millimetre jitter in the continuous reach term from reading as a string of one-step progress and failure
-segments. Rewinds are not scored.
+moved only once it is ``TRUTH_MOVE`` away from where it last moved (2% of the task). The move's steps, from its
+last turn (the lowest point before a rise, the highest before a fall), are rising or falling if it came at
+``TRUTH_RATE`` per step or faster, else idle (a slow drift). Rising steps are ``recovery`` while below the best
+reached earlier minus ``TRUTH_REGAIN_MARGIN``, else ``progress``; falling steps are ``failure_inducing``; steps
+that never move are ``idle``. The dead band keeps a hovering arm's millimetre jitter in the continuous reach term
+from reading as a string of one-step progress and failure segments. Rewinds are not scored.
 
 The length-only baseline knows nothing but an episode's length and each step's position in it: per length bin
 and tenth of the episode, the kind most common in its training episodes.
