@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vla_recover.critic.data import length_bin_edges
-from vla_recover.critic.segmenter import CRITIC_KINDS, cut_episode
+from vla_recover.critic.segmenter import CRITIC_KINDS, best_before, cut_episode
 
 __all__ = ["LengthBaseline", "ground_truth_segments", "per_kind_f1", "step_labels"]
 
@@ -39,7 +39,7 @@ def ground_truth_segments(
 
 def _dead_band_kinds(progress: np.ndarray) -> list[str]:
     kinds = ["idle"] * progress.size
-    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], progress[:-1]]))
+    best = best_before(progress)
     anchor = 0
     for t in range(1, progress.size):
         move = progress[t] - progress[anchor]
@@ -54,7 +54,7 @@ def _dead_band_kinds(progress: np.ndarray) -> list[str]:
             for step in range(turn + 1, t + 1):
                 if move < 0:
                     kinds[step] = "failure_inducing"
-                elif progress[step] < best_before[step] - TRUTH_REGAIN_MARGIN:
+                elif progress[step] < best[step] - TRUTH_REGAIN_MARGIN:
                     kinds[step] = "recovery"
                 else:
                     kinds[step] = "progress"

@@ -24,7 +24,7 @@ from pydantic import Field
 
 from vla_recover.config import FrozenConfig
 
-__all__ = ["CRITIC_KINDS", "SegmenterConfig", "cut_episode", "segment_episode"]
+__all__ = ["CRITIC_KINDS", "SegmenterConfig", "best_before", "cut_episode", "segment_episode"]
 
 CRITIC_KINDS: tuple[str, ...] = ("progress", "idle", "failure_inducing", "recovery")
 
@@ -89,6 +89,11 @@ def smooth(curve: np.ndarray, window: int) -> np.ndarray:
     return np.convolve(padded, np.ones(window) / window, mode="valid")
 
 
+def best_before(curve: np.ndarray) -> np.ndarray:
+    """The best value the curve reached before each step (-inf at the first): what a recovery regains."""
+    return np.maximum.accumulate(np.concatenate([[-np.inf], curve[:-1]]))
+
+
 def _step_kinds(progress: np.ndarray, config: SegmenterConfig) -> list[str]:
     smoothed = smooth(progress, config.smooth_steps)
     n = smoothed.size
@@ -97,11 +102,11 @@ def _step_kinds(progress: np.ndarray, config: SegmenterConfig) -> list[str]:
     lo = np.clip(np.floor(index - half).astype(int), 0, n - 1)
     hi = np.clip(np.ceil(index + half).astype(int), 0, n - 1)
     slope = np.where(hi > lo, (smoothed[hi] - smoothed[lo]) / np.maximum(hi - lo, 1), 0.0)
-    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], smoothed[:-1]]))
+    best = best_before(smoothed)
     kinds: list[str] = []
     for t in range(n):
         if slope[t] >= config.rise_per_step:
-            kinds.append("recovery" if smoothed[t] < best_before[t] - config.regain_margin else "progress")
+            kinds.append("recovery" if smoothed[t] < best[t] - config.regain_margin else "progress")
         elif slope[t] <= -config.fall_per_step:
             kinds.append("failure_inducing")
         else:

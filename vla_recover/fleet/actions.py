@@ -64,7 +64,7 @@ class ActionGate:
     def checked(self, action: Any) -> np.ndarray:
         """The action as a float array; ValueError for a wrong shape, NaN/Inf or a value outside [-1, 1]."""
         try:
-            action = checked_action(np.asarray(action, dtype=np.float64), self.action_dim)  # the tasks' own check
+            action = checked_action(action, self.action_dim)  # the tasks' own shape and NaN/Inf check
         except TypeError as problem:
             raise ValueError(str(problem)) from None
         check_range(action)
