@@ -6,9 +6,9 @@
    operator and teleoperator (takeovers, rewinds, corrections).
 3. A critic (state + instruction) per task; each held-out episode is cut by the default segmenter on its
    critic curve and scored per step against ground truth (the sim's true progress cut with a dead band, see
-   vla_recover.critic.metrics) beside baselines: time-based progress t/T, the oracle (the default segmenter on
-   the true progress: the ceiling of the segmenter itself) and a length-only classifier, overall and within
-   episode-length bins.
+   vla_recover.critic.metrics) beside the segmenter's dead-band rule on the same curve and baselines: time-based
+   progress t/T, the oracle (the default segmenter on the true progress: the ceiling of the segmenter itself) and
+   a length-only classifier, overall and within episode-length bins.
 
 Needs the policies from configs/train/lift_diffusion.yaml and configs/train/pick_place_diffusion.yaml (see the
 README). Last line: one JSON object.
@@ -32,7 +32,7 @@ from vla_recover.critic.data import CriticEpisode, length_bin_edges, load_episod
 from vla_recover.critic.label import critic_segments
 from vla_recover.critic.metrics import LengthBaseline, ground_truth_segments, per_kind_f1, step_labels
 from vla_recover.critic.model import ProgressCritic
-from vla_recover.critic.segmenter import CRITIC_KINDS, segment_episode
+from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig, segment_episode
 from vla_recover.critic.train import CriticTrainConfig, train_critic
 from vla_recover.data import EpisodeStore
 
@@ -98,19 +98,25 @@ def truth_of(episode: CriticEpisode) -> np.ndarray:
     return step_labels(episode.length, ground_truth_segments(full, episode.supervision))
 
 
-def labels_from_curve(episode: CriticEpisode, curve: np.ndarray) -> np.ndarray:
+DEAD_BAND_RULE = SegmenterConfig(rule="dead_band")  # the segmenter's other rule, for comparison
+
+
+def labels_from_curve(episode: CriticEpisode, curve: np.ndarray, config: SegmenterConfig | None = None) -> np.ndarray:
     full = np.zeros(episode.length)
     full[episode.rows] = curve
-    return step_labels(episode.length, segment_episode(full, None, episode.supervision))
+    return step_labels(episode.length, segment_episode(full, config, episode.supervision))
 
 
 def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: LengthBaseline) -> dict[str, Any]:
-    methods: dict[str, list[np.ndarray]] = {"critic": [], "time": [], "oracle": [], "length_only": []}
+    methods: dict[str, list[np.ndarray]] = {
+        "critic": [], "critic_dead_band_rule": [], "time": [], "oracle": [], "length_only": []
+    }  # fmt: skip
     truths, voc, voc_truth, curves, true_curves = [], [], [], [], []
     for episode in episodes:
         curve, _ = critic_segments(critic, episode)
         truths.append(truth_of(episode))
         methods["critic"].append(labels_from_curve(episode, curve))
+        methods["critic_dead_band_rule"].append(labels_from_curve(episode, curve, DEAD_BAND_RULE))
         methods["time"].append(labels_from_curve(episode, episode.normalised_time()))
         methods["oracle"].append(labels_from_curve(episode, episode.true_progress))  # type: ignore[arg-type]
         length_only = baseline.predict(episode.length)
@@ -182,6 +188,9 @@ def main() -> None:
         default=0,
         help="also train the critic on this many fleet rollouts per task (seeds apart from the held-out ones)",
     )
+    parser.add_argument(
+        "--regress-target", choices=["time", "time_to_go"], default=None, help="the critic's regression target"
+    )
     parser.add_argument("--work", type=Path, default=None, help="keep (and reuse) the stores and critic here")
     args = parser.parse_args()
 
@@ -206,7 +215,10 @@ def main() -> None:
                 run_fleet(task, fleet_train, args.fleet_training_episodes, seed=70_000 + 10_000 * offset)
             sources.append(fleet_train)
         critic_dir = work / task / "critic"
-        config = validate_config(CriticTrainConfig, {"steps": args.critic_steps, "held_out_fraction": 0.1})
+        raw = {"steps": args.critic_steps, "held_out_fraction": 0.1}
+        if args.regress_target:
+            raw["regress_target"] = args.regress_target
+        config = validate_config(CriticTrainConfig, raw)
         results.setdefault("critic_training", {})[task] = train_critic(sources, critic_dir, config)
         critic = ProgressCritic.load(critic_dir)
         with EpisodeStore(demos) as store:

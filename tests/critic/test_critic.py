@@ -106,3 +106,23 @@ def test_cli_trains_plots_and_refuses_bad_input(expert_store: Path, trained: tup
     result = runner.invoke(app, ["critic", "train", "--store", str(expert_store), "--out", str(tmp_path / "c"),
                                  "--config", str(bad)])  # fmt: skip
     assert result.exit_code == 2 and "steps" in result.output
+
+
+def test_regression_targets_and_failure_pairs() -> None:
+    from vla_recover.critic.data import CriticEpisode
+    from vla_recover.critic.train import _PairSampler
+
+    def episode(steps: int, outcome: str) -> CriticEpisode:
+        inputs = {"obs.state": np.zeros((steps, 3), np.float32)}
+        return CriticEpisode(0, "LiftCube", "lift", outcome, inputs, np.arange(steps), steps)
+
+    short, long, failed = episode(5, "success"), episode(9, "success"), episode(4, "truncated")
+    sampler = _PairSampler([short, long, failed, episode(3, "aborted")], validate_config(CriticTrainConfig, {}))
+    picks = [(short, 0), (short, 4), (long, 0), (long, 8)]
+    # time-to-go is in units of the longest success (8 steps): the short one starts 4 steps from done, not at 0
+    np.testing.assert_allclose(sampler.targets(picks, "time_to_go").numpy(), [0.5, 1.0, 0.0, 1.0])
+    np.testing.assert_allclose(sampler.targets(picks, "time").numpy(), [0.0, 1.0, 0.0, 1.0])
+    pairs = sampler.failure_pairs(50)  # an aborted episode (e-stop, crash) is no failure of the policy
+    assert {id(f) for (f, _), _ in pairs} == {id(failed)}
+    assert all(0 <= t < 4 and done.success and s == done.steps - 1 for (_, t), (done, s) in pairs)
+    assert _PairSampler([short], validate_config(CriticTrainConfig, {})).failure_pairs(5) == []

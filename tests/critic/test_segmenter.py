@@ -14,10 +14,17 @@ CURVE = np.array(
     [0, 0.1, 0.2, 0.3, 0.4, 0.5] + [0.5] * 6 + [0.4, 0.3, 0.2, 0.1, 0.0] + [0.1, 0.2, 0.3, 0.4, 0.5]
     + [0.6, 0.7, 0.8, 0.9, 1.0]
 )  # fmt: skip
-CRISP = {"smooth_steps": 1, "slope_steps": 2, "rise_per_step": 0.01, "fall_per_step": 0.01, "regain_margin": 0.0}
+CRISP = {
+    "rule": "slope",
+    "smooth_steps": 1,
+    "slope_steps": 2,
+    "rise_per_step": 0.01,
+    "fall_per_step": 0.01,
+    "regain_margin": 0.0,
+}
 
 
-def crisp(**overrides: float) -> SegmenterConfig:
+def crisp(**overrides: float | str) -> SegmenterConfig:
     return validate_config(SegmenterConfig, {**CRISP, **overrides})
 
 
@@ -31,6 +38,35 @@ def test_each_kind_is_cut_where_the_curve_says() -> None:
         (17, 21, "recovery"),  # rising, still below the earlier best of 0.5
         (21, 27, "progress"),
     ]
+
+
+def test_the_dead_band_rule_cuts_each_kind_and_starts_a_fall_where_a_noisy_plateau_ends() -> None:
+    band = {"rule": "dead_band", "smooth_steps": 1, "move": 0.05, "rise_per_step": 0.01, "fall_per_step": 0.01}
+    assert segment_episode(CURVE, validate_config(SegmenterConfig, {**band, "regain_margin": 0.0, "min_steps": 1})) == [
+        (0, 6, "progress"),
+        (6, 12, "idle"),  # the fall turns at the plateau's last step (11) and takes the steps after it
+        (12, 17, "failure_inducing"),
+        (17, 21, "recovery"),
+        (21, 27, "progress"),
+    ]
+    # a critic-like curve, the other settings at their defaults: a rise, a plateau wobbling by 0.01 for 40 steps,
+    # a fall, a regain; the fall starts where the plateau ends (step 90), not at its highest wobble, and the
+    # wobble is one idle run
+    rng = np.random.default_rng(0)
+    wobbly = np.concatenate(
+        [np.linspace(0, 0.5, 50), 0.5 + rng.normal(0, 0.01, 40), np.linspace(0.5, 0.2, 15), np.linspace(0.2, 1, 40)]
+    )
+    dead_band = SegmenterConfig(rule="dead_band")
+    assert segment_episode(wobbly, dead_band) == [
+        (0, 51, "progress"),
+        (51, 91, "idle"),
+        (91, 107, "failure_inducing"),
+        (107, 119, "recovery"),
+        (119, 145, "progress"),
+    ]
+    # a slow drift moves past the band but slower than rise_per_step: idle
+    drift = np.linspace(0.3, 0.4, 100)  # 0.001 per step
+    assert segment_episode(drift, dead_band) == [(0, 100, "idle")]
 
 
 def test_runs_shorter_than_min_steps_join_their_neighbour() -> None:

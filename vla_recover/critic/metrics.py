@@ -16,11 +16,12 @@ and tenth of the episode, the kind most common in its training episodes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
 from vla_recover.critic.data import length_bin_edges
-from vla_recover.critic.segmenter import CRITIC_KINDS, best_before, cut_episode
+from vla_recover.critic.segmenter import CRITIC_KINDS, cut_episode, dead_band_kinds
 
 __all__ = ["LengthBaseline", "ground_truth_segments", "per_kind_f1", "step_labels"]
 
@@ -34,34 +35,11 @@ def ground_truth_segments(
     progress: np.ndarray, supervision: Sequence[tuple[int, int, str]] = ()
 ) -> list[tuple[int, int, str]]:
     """The true segments of one episode from the simulator's per-row progress (the rules in the module docstring)."""
-    return cut_episode(progress, _dead_band_kinds, 1, supervision)
-
-
-def _dead_band_kinds(progress: np.ndarray) -> list[str]:
-    kinds = ["idle"] * progress.size
-    best = best_before(progress)
-    anchor = 0
-    for t in range(1, progress.size):
-        move = progress[t] - progress[anchor]
-        if abs(move) < TRUTH_MOVE:
-            continue
-        # the move began after the last turn against it (the last low before a rise, the last high before a
-        # fall); the steps between the previous move and that turn stay idle
-        window = progress[anchor:t]
-        turn = anchor + window.size - 1 - int(np.argmin(window[::-1]) if move > 0 else np.argmax(window[::-1]))
-        move = progress[t] - progress[turn]
-        if abs(move) >= TRUTH_RATE * (t - turn):
-            for step in range(turn + 1, t + 1):
-                if move < 0:
-                    kinds[step] = "failure_inducing"
-                elif progress[step] < best[step] - TRUTH_REGAIN_MARGIN:
-                    kinds[step] = "recovery"
-                else:
-                    kinds[step] = "progress"
-        anchor = t
-    if progress.size > 1:
-        kinds[0] = kinds[1]  # the first step has no move of its own
-    return kinds
+    rule = partial(
+        dead_band_kinds, move=TRUTH_MOVE, rise_per_step=TRUTH_RATE, fall_per_step=TRUTH_RATE,
+        regain_margin=TRUTH_REGAIN_MARGIN,
+    )  # fmt: skip
+    return cut_episode(progress, rule, 1, supervision)
 
 
 def step_labels(length: int, segments: Sequence[tuple[int, int, str]]) -> np.ndarray:

@@ -4,12 +4,21 @@ The rules, applied to every step outside ``rewind`` segments (a rewind's rows re
 say nothing about the policy):
 
 1. Smooth the progress curve with a centred moving average of ``smooth_steps`` (edges repeat the end values).
-2. The slope at step t is the smoothed rise over the ``slope_steps`` steps around it, per step.
-3. A step whose slope is at least ``rise_per_step`` is rising; at most ``-fall_per_step`` falling; else flat.
-4. Rising steps are ``recovery`` while the smoothed curve is still below the best it reached earlier minus
+2. Call each step rising, falling or flat, by one of two rules (``rule``):
+
+   - ``slope`` (the default): the slope at step t is the smoothed rise over the ``slope_steps`` steps around it,
+     per step; at least ``rise_per_step`` is rising, at most ``-fall_per_step`` falling, else flat.
+   - ``dead_band``: the curve has moved once it is ``move`` away from where it last moved. The
+     move's steps, from its turn (the lowest point before a rise, the highest before a fall), are rising or
+     falling if it came at ``rise_per_step`` (``fall_per_step``) per step or faster, else flat (a slow drift);
+     steps that never move are flat. Noise inside the band never makes a segment, however long it lasts. The
+     ground truth the critic is scored against uses this rule on the simulator's progress
+     (`vla_recover.critic.metrics`).
+
+3. Rising steps are ``recovery`` while the smoothed curve is still below the best it reached earlier minus
    ``regain_margin`` (regaining lost ground), and ``progress`` otherwise; falling steps are ``failure_inducing``;
    flat steps are ``idle``.
-5. Runs shorter than ``min_steps`` take the kind of the run before them (the first run: of the run after it), so
+4. Runs shorter than ``min_steps`` take the kind of the run before them (the first run: of the run after it), so
    one noisy step never makes a segment.
 
 The output covers every non-rewind step with ``(start, stop, kind)`` runs, ``stop`` exclusive.
@@ -18,20 +27,23 @@ The output covers every non-rewind step with ``(start, stop, kind)`` runs, ``sto
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
 
 from vla_recover.config import FrozenConfig
 
-__all__ = ["CRITIC_KINDS", "SegmenterConfig", "best_before", "cut_episode", "segment_episode"]
+__all__ = ["CRITIC_KINDS", "SegmenterConfig", "best_before", "cut_episode", "dead_band_kinds", "segment_episode"]
 
 CRITIC_KINDS: tuple[str, ...] = ("progress", "idle", "failure_inducing", "recovery")
 
 
 class SegmenterConfig(FrozenConfig):
+    rule: Literal["slope", "dead_band"] = Field(default="slope", description="how a step is rising or falling")
     smooth_steps: int = Field(default=5, ge=1, le=1001, description="moving-average window (steps, odd or even)")
-    slope_steps: int = Field(default=10, ge=1, le=1000, description="the slope is the rise over this many steps")
+    move: float = Field(default=0.04, gt=0.0, le=1.0, description="dead_band: the curve has moved this far")
+    slope_steps: int = Field(default=10, ge=1, le=1000, description="slope: the rise over this many steps")
     rise_per_step: float = Field(default=0.002, gt=0.0, description="slope at or above this: rising")
     fall_per_step: float = Field(default=0.002, gt=0.0, description="slope at or below minus this: falling")
     regain_margin: float = Field(default=0.02, ge=0.0, description="rising this far below the earlier best: recovery")
@@ -46,6 +58,47 @@ def segment_episode(
     """The critic segments of one episode from its per-step progress (see the module docstring for the rules)."""
     config = config or SegmenterConfig()
     return cut_episode(progress, lambda curve: _step_kinds(curve, config), config.min_steps, supervision)
+
+
+def dead_band_kinds(
+    curve: np.ndarray,
+    move: float,
+    rise_per_step: float,
+    fall_per_step: float,
+    regain_margin: float,
+    turn_tolerance: float = 0.0,
+) -> list[str]:
+    """The kind of each step of ``curve`` by the dead-band rule (module docstring, rule 2). A move begins at its
+    turn: the last step within ``turn_tolerance`` of the lowest point before a rise (the highest before a fall), so
+    a noisy plateau's highest wobble does not pull the start of a fall back to it."""
+    kinds = ["idle"] * curve.size
+    best = best_before(curve)
+    anchor, last_kind = 0, "idle"
+    for t in range(1, curve.size):
+        if abs(curve[t] - curve[anchor]) < move:
+            continue
+        # the steps between the previous move and this one's turn stay idle; a move that goes on the way the
+        # last one went turns where that one ended
+        window = curve[anchor:t]
+        rising = curve[t] > curve[anchor]
+        if last_kind == ("rising" if rising else "falling"):
+            turn = anchor
+        else:
+            near = window <= window.min() + turn_tolerance if rising else window >= window.max() - turn_tolerance
+            turn = anchor + int(np.flatnonzero(near)[-1])
+        change = curve[t] - curve[turn]
+        last_kind = "idle"
+        if change >= rise_per_step * (t - turn):
+            last_kind = "rising"
+            for step in range(turn + 1, t + 1):
+                kinds[step] = "recovery" if curve[step] < best[step] - regain_margin else "progress"
+        elif -change >= fall_per_step * (t - turn):
+            last_kind = "falling"
+            kinds[turn + 1 : t + 1] = ["failure_inducing"] * (t - turn)
+        anchor = t
+    if curve.size > 1:
+        kinds[0] = kinds[1]  # the first step has no move of its own
+    return kinds
 
 
 def cut_episode(
@@ -96,6 +149,10 @@ def best_before(curve: np.ndarray) -> np.ndarray:
 
 def _step_kinds(progress: np.ndarray, config: SegmenterConfig) -> list[str]:
     smoothed = smooth(progress, config.smooth_steps)
+    if config.rule == "dead_band":
+        return dead_band_kinds(
+            smoothed, config.move, config.rise_per_step, config.fall_per_step, config.regain_margin, config.move / 2
+        )
     n = smoothed.size
     half = config.slope_steps / 2
     index = np.arange(n)

@@ -1,9 +1,15 @@
-"""Train the progress critic on stored episodes: pairwise ranking plus regression to normalised time.
+"""Train the progress critic on stored episodes: pairwise ranking, regression to normalised time-to-go, failures.
 
-Both signals come from successful episodes only, where "later" means "further along": the ranking loss says which
-of two frames of one episode comes later (as VLAC's pairwise critic does), the regression pulls p towards t / (T-1).
-Episodes are drawn uniformly over episode-length bins, so long episodes do not dominate and the critic has no
-reason to encode how long an episode runs. Held-out episodes (a fixed fraction, by seed) are for evaluation.
+The ranking and the regression come from successful episodes only, where "later" means "further along": the ranking
+loss says which of two frames of one episode comes later (as VLAC's pairwise critic does); the regression pulls p
+towards 1 - (T-1-t) / H, the steps still to go in units of the longest successful episode H (``regress_target:
+time`` pulls it towards t / (T-1) instead). Time-to-go gives a state the same target wherever it occurs: a cube
+dropped halfway through a clumsy demo is as far from done as one never picked up, where normalised time would call
+it further along. Failed and truncated episodes rank below the last step of a success (``failure_weight``): a
+state the robot reached without succeeding is not done, however much it looks like the end of a demonstration
+(an arm over the bin with the cube still on the table). Episodes are drawn uniformly over episode-length bins, so
+long episodes do not dominate and the critic has no reason to encode how long an episode runs. Held-out episodes
+(a fixed fraction, by seed) are for evaluation.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -38,7 +44,18 @@ class CriticTrainConfig(FrozenConfig):
     rank_weight: float = Field(default=1.0, ge=0.0)
     rank_temperature: float = Field(default=0.1, gt=0.0, description="progress difference that counts as a clear order")
     regress_weight: float = Field(default=1.0, ge=0.0)
+    regress_target: Literal["time", "time_to_go"] = Field(
+        default="time_to_go",
+        description="time: t / (T-1) of the step's episode; time_to_go: 1 - (T-1-t) / H, H the longest successful "
+        "training episode: a state as far from success gets the same target in a clumsy episode as in a clean one",
+    )
     done_weight: float = Field(default=0.5, ge=0.0)
+    failure_weight: float = Field(
+        default=1.0,
+        ge=0.0,
+        description="rank steps of failed or truncated episodes below the last step of a successful one: "
+        "what a robot did without succeeding is not done, whatever it looks like",
+    )
     min_gap: int = Field(default=1, ge=1, description="ranked pairs are at least this many steps apart")
     length_bins: int = Field(default=4, ge=1, le=100)
     held_out_fraction: float = Field(default=0.2, ge=0.0, lt=1.0)
@@ -77,6 +94,27 @@ class _PairSampler:
         self.min_gap = config.min_gap
         bins = length_bins(np.array([e.steps for e in self.episodes]), config.length_bins)
         self.by_bin = [np.flatnonzero(bins == b) for b in np.unique(bins)]
+        self.longest = max(e.steps for e in self.episodes) - 1
+        self.failed = [e for e in episodes if e.outcome in ("failure", "truncated") and e.steps >= 1]
+
+    def targets(self, picks: list[tuple[CriticEpisode, int]], kind: str) -> torch.Tensor:
+        """The regression target of each picked step (``CriticTrainConfig.regress_target``)."""
+        if kind == "time":
+            values = [t / max(e.steps - 1, 1) if e.steps > 1 else 1.0 for e, t in picks]
+        else:
+            values = [1.0 - (e.steps - 1 - t) / max(self.longest, 1) for e, t in picks]
+        return torch.as_tensor(values, dtype=torch.float32)
+
+    def failure_pairs(self, size: int) -> list[tuple[tuple[CriticEpisode, int], tuple[CriticEpisode, int]]]:
+        """(a step of a failed episode, the last step of a successful one) pairs; none without failed episodes."""
+        if not self.failed:
+            return []
+        pairs = []
+        for _ in range(size):
+            failed = self.failed[self.rng.integers(len(self.failed))]
+            success = self.episodes[self.rng.integers(len(self.episodes))]
+            pairs.append(((failed, int(self.rng.integers(failed.steps))), (success, success.steps - 1)))
+        return pairs
 
     def sample(self, size: int) -> list[tuple[CriticEpisode, int, int]]:
         pairs = []
@@ -147,9 +185,15 @@ def train_critic(
         progress = torch.sigmoid(logits)
         early, late = progress.chunk(2)
         rank = ranking_loss(early, late, config.rank_temperature)
-        times = torch.as_tensor([e.normalised_time()[t] for e, t in picks], dtype=torch.float32)
-        regress = F.mse_loss(progress, times)
+        regress = F.mse_loss(progress, sampler.targets(picks, config.regress_target))
         loss = config.rank_weight * rank + config.regress_weight * regress
+        if config.failure_weight > 0:
+            negatives = sampler.failure_pairs(config.batch_size // 4)
+            if negatives:
+                logits_failed, _ = critic.net(_batch(critic, [failed for failed, _ in negatives]))
+                logits_done, _ = critic.net(_batch(critic, [done for _, done in negatives]))
+                below = ranking_loss(torch.sigmoid(logits_failed), torch.sigmoid(logits_done), config.rank_temperature)
+                loss = loss + config.failure_weight * below
         if done is not None:
             is_done = torch.as_tensor([t >= e.steps - config.critic.done_steps for e, t in picks], dtype=torch.float32)
             loss = loss + config.done_weight * F.binary_cross_entropy_with_logits(done, is_done)
