@@ -100,7 +100,7 @@ class _PairSampler:
     def targets(self, picks: list[tuple[CriticEpisode, int]], kind: str) -> torch.Tensor:
         """The regression target of each picked step (``CriticTrainConfig.regress_target``)."""
         if kind == "time":
-            values = [t / max(e.steps - 1, 1) if e.steps > 1 else 1.0 for e, t in picks]
+            values = [e.normalised_time()[t] for e, t in picks]
         else:
             values = [1.0 - (e.steps - 1 - t) / max(self.longest, 1) for e, t in picks]
         return torch.as_tensor(values, dtype=torch.float32)
@@ -190,9 +190,9 @@ def train_critic(
         if config.failure_weight > 0:
             negatives = sampler.failure_pairs(config.batch_size // 4)
             if negatives:
-                logits_failed, _ = critic.net(_batch(critic, [failed for failed, _ in negatives]))
-                logits_done, _ = critic.net(_batch(critic, [done for _, done in negatives]))
-                below = ranking_loss(torch.sigmoid(logits_failed), torch.sigmoid(logits_done), config.rank_temperature)
+                ends = [failed for failed, _ in negatives] + [done for _, done in negatives]
+                failed_logits, done_logits = critic.net(_batch(critic, ends))[0].chunk(2)
+                below = ranking_loss(torch.sigmoid(failed_logits), torch.sigmoid(done_logits), config.rank_temperature)
                 loss = loss + config.failure_weight * below
         if done is not None:
             is_done = torch.as_tensor([t >= e.steps - config.critic.done_steps for e, t in picks], dtype=torch.float32)
