@@ -191,6 +191,12 @@ def main() -> None:
     parser.add_argument(
         "--regress-target", choices=["time", "time_to_go"], default=None, help="the critic's regression target"
     )
+    parser.add_argument(
+        "--failure-weight",
+        type=float,
+        default=None,
+        help="rank failed episodes' steps below a success's end with this weight (0: off; default: the critic's)",
+    )
     parser.add_argument("--work", type=Path, default=None, help="keep (and reuse) the stores and critic here")
     args = parser.parse_args()
 
@@ -218,6 +224,8 @@ def main() -> None:
         raw = {"steps": args.critic_steps, "held_out_fraction": 0.1}
         if args.regress_target:
             raw["regress_target"] = args.regress_target
+        if args.failure_weight is not None:
+            raw["failure_weight"] = args.failure_weight
         config = validate_config(CriticTrainConfig, raw)
         results.setdefault("critic_training", {})[task] = train_critic(sources, critic_dir, config)
         critic = ProgressCritic.load(critic_dir)
