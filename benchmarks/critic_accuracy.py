@@ -8,7 +8,8 @@
    critic curve and scored per step against ground truth (the sim's true progress cut with a dead band, see
    vla_recover.critic.metrics) beside the segmenter's dead-band rule on the same curve and baselines: time-based
    progress t/T, the oracle (the default segmenter on the true progress: the ceiling of the segmenter itself) and
-   a length-only classifier, overall and within episode-length bins.
+   a length-only classifier, overall and within episode-length bins. VOC on fleet successes is also split by
+   control (``voc_by_control``): those the policy made alone, and those a human took over in.
 
 Needs the policies from configs/train/lift_diffusion.yaml and configs/train/pick_place_diffusion.yaml (see the
 README). Last line: one JSON object.
@@ -112,6 +113,7 @@ def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: Lengt
         "critic": [], "critic_dead_band_rule": [], "time": [], "oracle": [], "length_only": []
     }  # fmt: skip
     truths, voc, voc_truth, curves, true_curves = [], [], [], [], []
+    helped: list[bool] = []  # per success scored for VOC: did a human take over during it
     for episode in episodes:
         curve, _ = critic_segments(critic, episode)
         truths.append(truth_of(episode))
@@ -126,6 +128,7 @@ def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: Lengt
         if episode.success and episode.steps >= 3:
             voc.append(spearman(curve, np.arange(episode.steps)))
             voc_truth.append(spearman(episode.true_progress, np.arange(episode.steps)))  # type: ignore[arg-type]
+            helped.append(episode.intervention is not None and bool(episode.intervention.any()))
     truth = np.concatenate(truths)
     result: dict[str, Any] = {
         "episodes": len(episodes),
@@ -135,6 +138,15 @@ def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: Lengt
         # the true progress is not monotone either when a success went through a failure and a recovery
         "voc_true_progress": round(float(np.nanmean(voc_truth)), 4) if voc_truth else None,
         "voc_episodes": len(voc),
+        # a success the policy made alone is monotone in truth; one a human recovered went down and up again
+        "voc_by_control": {
+            control: {
+                "episodes": int(chosen.sum()),
+                "critic": round(float(np.nanmean(np.array(voc)[chosen])), 4) if chosen.any() else None,
+                "true_progress": round(float(np.nanmean(np.array(voc_truth)[chosen])), 4) if chosen.any() else None,
+            }
+            for control, chosen in (("autonomous", ~np.array(helped, bool)), ("intervened", np.array(helped, bool)))
+        },
         "pearson_vs_true_progress": round(
             float(np.corrcoef(np.concatenate(curves), np.concatenate(true_curves))[0, 1]), 4
         ),
@@ -158,12 +170,19 @@ def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: Lengt
     return result
 
 
+def _episode_weighted(values: list[tuple[float | None, int]]) -> float | None:
+    """The mean of per-task figures weighted by their episodes; tasks without a figure left out."""
+    known = [(value, n) for value, n in values if value is not None]
+    return round(sum(v * n for v, n in known) / sum(n for _, n in known), 4) if known else None
+
+
 def merge(results: dict[str, Any], tasks: list[str]) -> dict[str, Any]:
     """Step-weighted means of the per-task figures."""
     weights = np.array([results[t]["steps"] for t in tasks], dtype=np.float64)
     merged: dict[str, Any] = {"episodes": sum(results[t]["episodes"] for t in tasks), "steps": int(weights.sum())}
-    vocs = [(results[t]["voc"], results[t]["voc_episodes"]) for t in tasks if results[t]["voc"] is not None]
-    merged["voc"] = round(sum(v * n for v, n in vocs) / sum(n for _, n in vocs), 4) if vocs else None
+    merged["voc"] = _episode_weighted([(results[t]["voc"], results[t]["voc_episodes"]) for t in tasks])
+    autonomous = [results[t]["voc_by_control"]["autonomous"] for t in tasks]
+    merged["voc_autonomous"] = _episode_weighted([(a["critic"], a["episodes"]) for a in autonomous])
     merged["macro_f1"] = {
         method: round(float(np.average([results[t]["f1"][method]["macro"] for t in tasks], weights=weights)), 4)
         for method in results[tasks[0]]["f1"]
@@ -240,8 +259,11 @@ def main() -> None:
     for task in TASKS:
         macro = {method: scores["macro"] for method, scores in results[task]["f1"].items()}
         demos_voc = results["critic_training"][task]["held_out"].get("voc")
-        print(f"{task}: VOC {results[task]['voc']} (held-out demos {demos_voc}), macro-F1 {macro}")
-    print(f"all: VOC {results['all']['voc']}, macro-F1 {results['all']['macro_f1']}")
+        autonomous = results[task]["voc_by_control"]["autonomous"]["critic"]
+        print(f"{task}: VOC {results[task]['voc']} (autonomous successes {autonomous}, held-out demos {demos_voc}), "
+              f"macro-F1 {macro}")  # fmt: skip
+    print(f"all: VOC {results['all']['voc']} (autonomous {results['all']['voc_autonomous']}), "
+          f"macro-F1 {results['all']['macro_f1']}")  # fmt: skip
     print(json.dumps(results))
 
 
