@@ -166,7 +166,7 @@ def main() -> None:
             os.killpg(process.pid, signal.SIGINT)
             process.wait(timeout=30)
 
-    result = {
+    result: dict[str, Any] = {
         "benchmark": "console_load",
         "robots": args.robots,
         "clients": args.clients,

@@ -115,19 +115,21 @@ def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: Lengt
     truths, voc, voc_truth, curves, true_curves = [], [], [], [], []
     helped: list[bool] = []  # per success scored for VOC: did a human take over during it
     for episode in episodes:
+        true_progress = episode.true_progress
+        assert true_progress is not None  # the held-out episodes are the sim fleet's
         curve, _ = critic_segments(critic, episode)
         truths.append(truth_of(episode))
         methods["critic"].append(labels_from_curve(episode, curve))
         methods["critic_dead_band_rule"].append(labels_from_curve(episode, curve, DEAD_BAND_RULE))
         methods["time"].append(labels_from_curve(episode, episode.normalised_time()))
-        methods["oracle"].append(labels_from_curve(episode, episode.true_progress))  # type: ignore[arg-type]
+        methods["oracle"].append(labels_from_curve(episode, true_progress))
         length_only = baseline.predict(episode.length)
         methods["length_only"].append(np.where(truths[-1] >= 0, length_only, -1).astype(np.int8))
         curves.append(curve)
-        true_curves.append(episode.true_progress)
+        true_curves.append(true_progress)
         if episode.success and episode.steps >= 3:
             voc.append(spearman(curve, np.arange(episode.steps)))
-            voc_truth.append(spearman(episode.true_progress, np.arange(episode.steps)))  # type: ignore[arg-type]
+            voc_truth.append(spearman(true_progress, np.arange(episode.steps)))
             helped.append(episode.intervention is not None and bool(episode.intervention.any()))
     truth = np.concatenate(truths)
     result: dict[str, Any] = {
