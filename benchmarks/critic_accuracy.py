@@ -132,6 +132,7 @@ def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: Lengt
             voc_truth.append(spearman(true_progress, np.arange(episode.steps)))
             helped.append(episode.intervention is not None and bool(episode.intervention.any()))
     truth = np.concatenate(truths)
+    critic_voc, truth_voc, intervened = np.array(voc), np.array(voc_truth), np.array(helped, dtype=bool)
     result: dict[str, Any] = {
         "episodes": len(episodes),
         "steps": int(truth.size),
@@ -144,10 +145,10 @@ def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: Lengt
         "voc_by_control": {
             control: {
                 "episodes": int(chosen.sum()),
-                "critic": round(float(np.nanmean(np.array(voc)[chosen])), 4) if chosen.any() else None,
-                "true_progress": round(float(np.nanmean(np.array(voc_truth)[chosen])), 4) if chosen.any() else None,
+                "critic": round(float(np.nanmean(critic_voc[chosen])), 4) if chosen.any() else None,
+                "true_progress": round(float(np.nanmean(truth_voc[chosen])), 4) if chosen.any() else None,
             }
-            for control, chosen in (("autonomous", ~np.array(helped, bool)), ("intervened", np.array(helped, bool)))
+            for control, chosen in (("autonomous", ~intervened), ("intervened", intervened))
         },
         "pearson_vs_true_progress": round(
             float(np.corrcoef(np.concatenate(curves), np.concatenate(true_curves))[0, 1]), 4

@@ -100,7 +100,8 @@ class _PairSampler:
     def targets(self, picks: list[tuple[CriticEpisode, int]], kind: str) -> torch.Tensor:
         """The regression target of each picked step (``CriticTrainConfig.regress_target``)."""
         if kind == "time":
-            values = [e.normalised_time()[t] for e, t in picks]
+            curves = {id(e): e.normalised_time() for e, _ in picks}  # once per episode, not per picked step
+            values = [curves[id(e)][t] for e, t in picks]
         else:
             values = [1.0 - (e.steps - 1 - t) / max(self.longest, 1) for e, t in picks]
         return torch.as_tensor(values, dtype=torch.float32)
