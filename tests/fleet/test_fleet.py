@@ -185,6 +185,20 @@ def test_a_takeover_starts_after_the_steps_in_flight_and_sees_the_latest_observa
     fleet.close()
 
 
+def test_landing_the_steps_in_flight_records_them_and_leaves_nothing_pending(tmp_path: Path) -> None:
+    fleet = build_fleet(fleet_config(tmp_path, robots=2, episodes=2, task_config={"horizon": 60}, run_ahead_steps=6))
+    fleet.start()
+    tick_until(fleet, lambda: all(len(s.branch_rows) >= 10 for s in fleet.slots.values()))
+    recorded = {robot: len(slot.branch_rows) for robot, slot in fleet.slots.items()}
+    flying = {robot: len(slot.pending) for robot, slot in fleet.slots.items()}
+    assert all(flying.values())
+    assert fleet.land_in_flight() == sum(flying.values())
+    for robot, slot in fleet.slots.items():
+        assert not slot.pending and len(slot.branch_rows) == recorded[robot] + flying[robot]
+    assert fleet.land_in_flight() == 0
+    fleet.close()
+
+
 class ScriptedChunks:
     """A chunk source for tests: ``chunks(robots)`` says what the ``calls``-th forward returns."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,17 @@ def test_slots_sharing_a_process_step_in_one_message_and_a_crash_reaches_each() 
         for slot in slots:
             slot.close()
     assert not process.process.is_alive()
+
+
+def test_a_worker_process_counts_the_time_it_waits_for_requests() -> None:
+    process = WorkerProcess(SPEC, 1, "timed")
+    slot = WorkerHandle(SPEC, "slot0", process, 0)
+    try:
+        slot.call("reset", 0)
+        before = process.waited_s
+        time.sleep(0.5)  # the worker sits in its receive: the wait counts while it lasts
+        assert 0.4 <= process.waited_s - before < 5.0
+        slot.call("step", [0.0, 0.0, 0.0, 0.0, -1.0])
+        assert 0.4 <= process.waited_s - before < 5.0
+    finally:
+        slot.close()

@@ -306,6 +306,15 @@ class FleetManager:
         if terminated or truncated:
             self._end_attempt(slot, "success" if info.get("is_success") else "truncated")
 
+    def land_in_flight(self) -> int:
+        """Land every step still in flight on every robot, so the sims are where the manager thinks they are (before
+        a pause of the whole fleet, or at the end of a timed window); returns how many steps landed."""
+        landed = 0
+        for slot in self.slots.values():
+            landed += sum(1 for entry in slot.pending if entry is not None and entry[0] == "step")
+            self._drain(slot)
+        return landed
+
     def _drain(self, slot: Slot) -> None:
         """Land every step in flight, before a request that needs the sim where the manager thinks it is."""
         while slot.pending:  # a fault empties it

@@ -18,6 +18,7 @@ import abc
 import contextlib
 import multiprocessing as mp
 import os
+import time
 from collections import OrderedDict, defaultdict, deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -169,11 +170,14 @@ class SimWorkerCore:
         self.env.close()
 
 
-def _serve(connection: Connection, spec: SimWorkerSpec, size: int) -> None:
+def _serve(connection: Connection, spec: SimWorkerSpec, size: int, waited_s: Any, waiting_since: Any) -> None:
     cores = [SimWorkerCore(spec) for _ in range(size)]
     try:
         while True:
+            waiting_since.value = since = time.monotonic()
             batch = connection.recv()
+            waiting_since.value = 0.0  # before the total grows: a reader in between undercounts, never counts twice
+            waited_s.value += time.monotonic() - since
             if batch is None:
                 break
             connection.send([(index, cores[index].handle(request)) for index, request in batch])
@@ -189,12 +193,15 @@ class WorkerProcess:
 
     More slots per process means fewer messages and context switches per tick (throughput on few cores); one slot
     per process isolates robots (a crash takes down only its own). ``generation`` counts restarts, so a slot can
-    tell that its sim was replaced under it.
+    tell that its sim was replaced under it. ``waited_s``: seconds the process has spent waiting for requests.
     """
 
     def __init__(self, spec: SimWorkerSpec, size: int, name: str) -> None:
         self.spec, self.size, self.name = spec, size, name
         self._context = mp.get_context("spawn")
+        # seconds waited so far, and since when it has been waiting now (0: busy); written by the process only
+        self._waited_s = self._context.Value("d", 0.0, lock=False)
+        self._waiting_since = self._context.Value("d", 0.0, lock=False)
         self.process: Any = None
         self.generation = 0
         self._connection: Connection | None = None
@@ -206,13 +213,21 @@ class WorkerProcess:
     def start(self) -> None:
         parent, child = self._context.Pipe()
         self.process = self._context.Process(
-            target=_serve, args=(child, self.spec, self.size), name=self.name, daemon=True
+            target=_serve,
+            args=(child, self.spec, self.size, self._waited_s, self._waiting_since),
+            name=self.name,
+            daemon=True,
         )
         self.process.start()
         child.close()
         self._connection = parent
         self._pending.clear()
         self._replies.clear()
+
+    @property
+    def waited_s(self) -> float:
+        since = self._waiting_since.value
+        return float(self._waited_s.value) + (time.monotonic() - since if since else 0.0)
 
     def queue(self, index: int, request: tuple[Any, ...]) -> None:
         self._pending.append((index, request))
