@@ -95,12 +95,12 @@ class LimitWorkers:
             process.start()
         self.window(0.5)  # every worker has imported and built its envs
 
-    def window(self, seconds: float) -> tuple[int, float, float]:
-        """Step for ``seconds``: (steps, seconds, CPU seconds) over all the workers."""
+    def window(self, seconds: float) -> tuple[int, float, float, float]:
+        """Step for ``seconds``: (steps, seconds, the sims' CPU seconds, 0.0: there is no manager)."""
         self._window_s.value = seconds
         self._barrier.wait(timeout=120)
         self._barrier.wait(timeout=120 + seconds)
-        return sum(self._counts[:]), seconds, sum(self._cpu[:])
+        return sum(self._counts[:]), seconds, sum(self._cpu[:]), 0.0
 
     def close(self) -> None:
         self._window_s.value = 0.0
@@ -131,8 +131,9 @@ class TimedFleet:
         for _ in range(20):  # warm-up: workers answer, the policy runs once
             self.fleet.tick()
         self.fleet.land_in_flight()
-        self._pids = sorted({slot.worker.pid for slot in self.fleet.slots.values()})  # type: ignore[attr-defined]
-        self._hosts = list({id(s.worker.host): s.worker.host for s in self.fleet.slots.values()}.values())  # type: ignore[attr-defined]
+        slots = self.fleet.slots.values()
+        self._hosts = list({id(s.worker.host): s.worker.host for s in slots}.values())  # type: ignore[attr-defined]
+        self._pids = [host.process.pid for host in self._hosts]
         self._waited_s = self._process_s = 0.0
 
     @property
@@ -141,8 +142,8 @@ class TimedFleet:
         return self._waited_s / self._process_s if self._process_s else 0.0
 
     def window(self, seconds: float) -> tuple[int, float, float, float]:
-        """Tick for ``seconds``, then land the steps in flight (timed too): (steps, seconds, manager CPU seconds,
-        workers' CPU seconds)."""
+        """Tick for ``seconds``, then land the steps in flight (timed too): (steps, seconds, the workers' CPU
+        seconds, the manager's CPU seconds)."""
         workers_cpu, manager_cpu = sum(_process_cpu_s(pid) for pid in self._pids), time.process_time()
         waited = sum(host.waited_s for host in self._hosts)
         ticks, begin = self.fleet.ticks, time.perf_counter()
@@ -154,7 +155,7 @@ class TimedFleet:
         workers_cpu = sum(_process_cpu_s(pid) for pid in self._pids) - workers_cpu
         self._waited_s += sum(host.waited_s for host in self._hosts) - waited
         self._process_s += elapsed * len(self._hosts)
-        return steps, elapsed, time.process_time() - manager_cpu, workers_cpu
+        return steps, elapsed, workers_cpu, time.process_time() - manager_cpu
 
     def close(self) -> None:
         self.fleet.close()
@@ -170,14 +171,9 @@ def measure_interleaved(
     per_round: dict[str, list[float]] = {name: [] for name in setups}
     for _ in range(rounds):
         for name, setup in setups.items():
-            if isinstance(setup, LimitWorkers):
-                steps, seconds, sims_cpu = setup.window(window_s)
-                manager_cpu = 0.0
-            else:
-                steps, seconds, manager_cpu, sims_cpu = setup.window(window_s)
-            for i, value in enumerate((steps, seconds, sims_cpu, manager_cpu)):
-                totals[name][i] += value
-            per_round[name].append(steps / seconds)
+            measured = setup.window(window_s)  # steps, seconds, sims' CPU seconds, manager's CPU seconds
+            totals[name] = [total + value for total, value in zip(totals[name], measured, strict=True)]
+            per_round[name].append(measured[0] / measured[1])
     results: dict[str, dict[str, Any]] = {}
     for name, (total_steps, total_s, total_sims_cpu, total_manager_cpu) in totals.items():
         results[name] = {

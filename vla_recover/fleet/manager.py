@@ -257,8 +257,7 @@ class FleetManager:
         self._rate_new_steps()
         for slot in self.slots.values():
             self.ledger.robot_s += self.dt
-            if slot.state in (S.TAKEOVER_REQUESTED, S.EPISODE_DONE) or (slot.state is S.TELEOP and slot.hold):
-                self.ledger.robot_waiting_s += self.dt
+            self.ledger.robot_waiting_s += self.dt if slot.waiting_for_human else 0.0
         self.recorder.flush()
         self.ticks += 1
 
@@ -307,18 +306,17 @@ class FleetManager:
             self._end_attempt(slot, "success" if info.get("is_success") else "truncated")
 
     def land_in_flight(self) -> int:
-        """Land every step still in flight on every robot, so the sims are where the manager thinks they are (before
-        a pause of the whole fleet, or at the end of a timed window); returns how many steps landed."""
-        landed = 0
-        for slot in self.slots.values():
-            landed += sum(1 for entry in slot.pending if entry is not None and entry[0] == "step")
-            self._drain(slot)
-        return landed
+        """Land every step still in flight on every robot (before a pause of the whole fleet, or at the end of a
+        timed window); returns how many steps were recorded."""
+        return sum(self._drain(slot) for slot in self.slots.values())
 
-    def _drain(self, slot: Slot) -> None:
-        """Land every step in flight, before a request that needs the sim where the manager thinks it is."""
+    def _drain(self, slot: Slot) -> int:
+        """Land every step in flight, before a request that needs the sim where the manager thinks it is; returns
+        how many steps were recorded (steps past the end of an attempt are dropped)."""
+        recorded = sum(1 for entry in slot.pending if entry is not None and entry[0] == "step")
         while slot.pending:  # a fault empties it
             self._consume(slot)
+        return recorded
 
     # -- internals ----------------------------------------------------------------------------------------------
     def _checked_lease(self, slot: Slot, token: str) -> Lease:
@@ -420,14 +418,10 @@ class FleetManager:
                 self._begin_reset(slot, "automatic reset")
             if slot.state is S.IDLE and slot.needs_reset:
                 self._begin_reset(slot, "reset before the next episode")
-            if slot.state is S.RESETTING and slot.busy_until <= self.now() and not self._reset_in_flight(slot):
+            if slot.state is S.RESETTING and slot.busy_until <= self.now() and not slot.reset_in_flight:
                 self._send_reset(slot)
             if slot.state is S.IDLE and not slot.needs_reset and self._episodes_started < self.config.episodes:
                 self._start_attempt(slot)
-
-    @staticmethod
-    def _reset_in_flight(slot: Slot) -> bool:
-        return any(entry is not None and entry[0] == "reset" for entry in slot.pending)
 
     def _send_reset(self, slot: Slot) -> None:
         """Queue the reset with this tick's requests; the slot is idle once the reply lands (`_reset_done`)."""

@@ -44,6 +44,18 @@ class Slot:
     def state(self) -> SlotState:
         return self.machine.state
 
+    @property
+    def waiting_for_human(self) -> bool:
+        """In the takeover or reset queue, or taken over and holding for want of a command."""
+        state = self.machine.state
+        return state in (SlotState.TAKEOVER_REQUESTED, SlotState.EPISODE_DONE) or (
+            state is SlotState.TELEOP and self.hold
+        )
+
+    @property
+    def reset_in_flight(self) -> bool:
+        return any(entry is not None and entry[0] == "reset" for entry in self.pending)
+
     def new_branch(self) -> None:
         """Forget the branch bookkeeping: a fresh attempt starts with no steps."""
         self.branch_rows, self.branch_progress, self.branch_critic = [], [], []
