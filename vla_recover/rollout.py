@@ -138,7 +138,7 @@ def collect_demos(
     seeds = list(range(config.seed, config.seed + config.episodes))
     ctx = mp.get_context("spawn")
     with EpisodeStore(config.out, mode="a") as store:
-        recorder = Recorder(store, context=ctx, batch_episodes=8, flush_interval=0.25)
+        recorder = Recorder(store, context=ctx, batch_episodes=8, flush_interval=0.25, seed_order=seeds)
         workers = [
             ctx.Process(
                 target=_collect_worker,

@@ -4,6 +4,10 @@ Workers (fleet slots, collectors) hold a :class:`RecorderClient` and stream ``be
 messages through a bounded queue; the :class:`Recorder` buffers each open episode, and commits finished ones in
 batches (one write per key, one SQLite transaction), at most ``flush_interval`` seconds after they end. An episode
 whose worker dies before ``end`` is never committed.
+
+Given ``seed_order``, the recorder commits episodes in that order of their ``info["seed"]``, holding each until
+those before it have come: a store that several workers fill then has the same ids and layout on every run, so
+seeded training on it is reproducible.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import queue
 import time
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +86,7 @@ class Recorder:
         max_queue: int = 4096,
         batch_episodes: int = 16,
         flush_interval: float = 0.5,
+        seed_order: Sequence[int] | None = None,
     ) -> None:
         self.store = store
         self.channel = (context or mp.get_context("spawn")).Queue(maxsize=max_queue)
@@ -89,6 +96,8 @@ class Recorder:
         self._open: dict[str, _OpenEpisode] = {}
         self._finished: list[EpisodeData] = []
         self._oldest_finished = 0.0
+        self._seed_order = deque(seed_order) if seed_order is not None else None
+        self._held: dict[int, EpisodeData] = {}
 
     def client(self, source: str) -> RecorderClient:
         return RecorderClient(self.channel, source)
@@ -187,6 +196,17 @@ class Recorder:
             raise ValueError(f"recorder message kind: got {kind!r}")
 
     def _finish(self, episode: EpisodeData) -> None:
+        if self._seed_order is None:
+            self._queue_for_commit(episode)
+            return
+        seed = episode.info.get("seed")
+        if not isinstance(seed, int) or seed not in self._seed_order or seed in self._held:
+            raise ValueError(f"episode info.seed: got {seed!r}; expected one of the recorder's seed_order, once")
+        self._held[seed] = episode
+        while self._seed_order and self._seed_order[0] in self._held:
+            self._queue_for_commit(self._held.pop(self._seed_order.popleft()))
+
+    def _queue_for_commit(self, episode: EpisodeData) -> None:
         if not self._finished:
             self._oldest_finished = time.monotonic()
         self._finished.append(episode)
