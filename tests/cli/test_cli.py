@@ -49,7 +49,7 @@ def test_collect_records_scripted_episodes_into_a_store(tmp_path: Path) -> None:
     assert summary["episodes"] == 4 and summary["success_rate"] == 1.0
     with EpisodeStore(store) as reader:
         rows = reader.episodes()
-        assert sorted(r.info["seed"] for r in rows) == [5, 6, 7, 8]
+        assert [r.info["seed"] for r in rows] == [5, 6, 7, 8]  # in seed order, whichever worker finished first
         episode = reader.episode(rows[0].id)
         assert episode["action"].shape[1] == 5 and episode["obs.state"].shape[0] == episode["action"].shape[0]
         assert set(episode["actor"]) == {ACTORS.index("scripted")}
