@@ -109,6 +109,8 @@ def test_a_run_folder_refuses_a_different_config(tmp_path: Path) -> None:
         ({"seed_first_round": True}, "seed_first_round"),
         ({"seed_first_round": True, "seed_from": "x", "method": "reguide"}, "seed_first_round"),
         ({"evaluation": {"episodes": 0}}, "episodes"),
+        ({"task": "LiftCub"}, "task: unknown task 'LiftCub'; valid task ids: vla_recover/LiftCube-v0"),
+        ({"task_config": {"bogus": 1}}, "bogus"),
     ],
 )
 def test_bad_loop_configs_name_the_field(change: dict[str, object], field: str) -> None:
