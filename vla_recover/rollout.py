@@ -153,7 +153,7 @@ def collect_demos(
         while reported < len(seeds):
             recorder.pump(timeout=0.1)
             if not any(p.is_alive() for p in workers) and recorder.pump(timeout=0.2) == 0:
-                recorder.flush()
+                recorder.release_held()  # what the workers finished is kept, even when one of them died
                 failed = [p.exitcode for p in workers if p.exitcode]
                 if len(recorder.stats.committed_ids) < len(seeds):
                     raise RuntimeError(f"collect worker(s) exited with codes {failed} before finishing")

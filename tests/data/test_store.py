@@ -235,25 +235,38 @@ def test_recorder_commits_what_several_worker_processes_send(tmp_path: Path) -> 
         assert views["robot1"].state == "idle" and "robot9" not in {r.robot for r in store.episodes()}
 
 
-def test_recorder_with_a_seed_order_commits_in_that_order_whatever_order_episodes_come_in(tmp_path: Path) -> None:
-    def seeded(seed: int) -> EpisodeData:
-        episode = synthetic_episode(seed)
-        return dataclasses.replace(episode, info={**episode.info, "seed": seed})
+def _seeded(seed: int) -> EpisodeData:
+    episode = synthetic_episode(seed)
+    return dataclasses.replace(episode, info={**episode.info, "seed": seed})
 
+
+def test_recorder_with_a_seed_order_commits_in_that_order_whatever_order_episodes_come_in(tmp_path: Path) -> None:
     with EpisodeStore(tmp_path / "s", mode="a") as store:
         recorder = Recorder(store, context=mp.get_context("spawn"), batch_episodes=2, seed_order=[10, 11, 12, 13])
         client = recorder.client("w")
         for seed in (11, 13, 10):
-            client.record_episode(seeded(seed))
+            client.record_episode(_seeded(seed))
         recorder.drain()
         assert [row.info["seed"] for row in store.episodes()] == [10, 11]  # 13 waits for 12
-        client.record_episode(seeded(12))
+        client.record_episode(_seeded(12))
         recorder.drain()
         assert [row.info["seed"] for row in store.episodes()] == [10, 11, 12, 13]
-        client.record_episode(seeded(12))
+        client.record_episode(_seeded(12))
         with pytest.raises(ValueError, match=r"info\.seed: got 12"):
             recorder.drain()
         assert len(store) == 4
+
+
+def test_a_recorder_releases_what_it_holds_when_an_earlier_seed_never_comes(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        recorder = Recorder(store, context=mp.get_context("spawn"), seed_order=[0, 1, 2, 3])
+        client = recorder.client("w")
+        for seed in (3, 1):
+            client.record_episode(_seeded(seed))
+        recorder.drain()
+        assert len(store) == 0  # both wait for seed 0, whose worker died
+        assert len(recorder.release_held()) == 2
+        assert [row.info["seed"] for row in store.episodes()] == [1, 3]
 
 
 def test_sampler_windows_pad_at_episode_edges(tmp_path: Path) -> None:

@@ -206,6 +206,15 @@ class Recorder:
         while self._seed_order and self._seed_order[0] in self._held:
             self._queue_for_commit(self._held.pop(self._seed_order.popleft()))
 
+    def release_held(self) -> list[int]:
+        """Commit the episodes still held for a seed that never came (its worker died), in seed order; their ids."""
+        if self._seed_order is not None:
+            released = [seed for seed in self._seed_order if seed in self._held]
+            for seed in released:
+                self._queue_for_commit(self._held.pop(seed))
+            self._seed_order = deque(seed for seed in self._seed_order if seed not in released)
+        return self.flush()
+
     def _queue_for_commit(self, episode: EpisodeData) -> None:
         if not self._finished:
             self._oldest_finished = time.monotonic()
