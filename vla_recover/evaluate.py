@@ -6,9 +6,12 @@ Episodes run in lockstep batches so every control tick costs one batched forward
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing as mp
+import queue
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +66,10 @@ def evaluate_policy(
     batch: int = 25,
     task_config: Any = None,
     video_dir: Path | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Roll the policy out once per seed; returns counts, rate, interval and mean episode length."""
+    """Roll the policy out once per seed; returns counts, rate, interval and mean episode length.
+    ``on_batch(episodes, successes)`` is called with each finished batch's counts."""
     name = resolve_task_name(task)
     cfg = policy.config
     keys = ([cfg.state_key] if cfg.state_key else []) + list(cfg.image_keys)
@@ -79,6 +84,8 @@ def evaluate_policy(
         lengths += [r[1] for r in results]
         for env in envs:
             env.close()
+        if on_batch is not None:
+            on_batch(len(results), sum(r[0] for r in results))
     low, high = wilson_interval(successes, len(seeds))
     return {
         "task": name,
@@ -143,8 +150,14 @@ def _run_batch(
     return outcome
 
 
-def _worker(
-    directory: str, task: str, seeds: list[int], batch: int, task_config: Any, video_dir: Any
+def _load_and_evaluate(
+    directory: str,
+    task: str,
+    seeds: list[int],
+    batch: int,
+    task_config: Any,
+    video_dir: Any,
+    on_batch: Callable[[int, int], None] | None,
 ) -> dict[str, Any]:
     import torch
 
@@ -152,7 +165,18 @@ def _worker(
 
     torch.set_num_threads(1)
     policy, embedder, _ = load_policy(directory)
-    return evaluate_policy(policy, embedder, task, seeds, batch, task_config, video_dir)
+    return evaluate_policy(policy, embedder, task, seeds, batch, task_config, video_dir, on_batch)
+
+
+def _pool_worker(
+    directory: str, task: str, seeds: list[int], batch: int, task_config: Any, video_dir: Any, counts: Any
+) -> dict[str, Any]:
+    """One evaluation process of several; ``counts`` (a queue) receives (episodes, successes) per finished batch."""
+
+    def report(episodes: int, successes: int) -> None:
+        counts.put((episodes, successes))
+
+    return _load_and_evaluate(directory, task, seeds, batch, task_config, video_dir, report)
 
 
 def evaluate_checkpoint(
@@ -164,17 +188,34 @@ def evaluate_checkpoint(
     batch: int = 25,
     task_config: Any = None,
     video_dir: Path | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Evaluate a saved policy on ``episodes`` seeds from ``seed``, split over ``workers`` processes."""
+    """Evaluate a saved policy on ``episodes`` seeds from ``seed``, split over ``workers`` processes.
+    ``on_progress(episodes_done, successes)`` is called as batches finish."""
     seeds = list(range(seed, seed + episodes))
     shares = [seeds[w::workers] for w in range(workers) if seeds[w::workers]]
+    episodes_done = successes_so_far = 0
+
+    def count(finished: int, successes: int) -> None:
+        nonlocal episodes_done, successes_so_far
+        episodes_done += finished
+        successes_so_far += successes
+        if on_progress is not None:
+            on_progress(episodes_done, successes_so_far)
+
     if len(shares) == 1:
-        results = [_worker(str(directory), task, shares[0], batch, task_config, video_dir)]
+        results = [_load_and_evaluate(str(directory), task, shares[0], batch, task_config, video_dir, count)]
     else:
-        with mp.get_context("spawn").Pool(len(shares)) as pool:
-            results = pool.starmap(
-                _worker, [(str(directory), task, share, batch, task_config, video_dir) for share in shares]
+        context = mp.get_context("spawn")
+        with context.Manager() as manager, context.Pool(len(shares)) as pool:
+            counts = manager.Queue()
+            pending = pool.starmap_async(
+                _pool_worker, [(str(directory), task, share, batch, task_config, video_dir, counts) for share in shares]
             )
+            while not pending.ready() or not counts.empty():
+                with contextlib.suppress(queue.Empty):
+                    count(*counts.get(timeout=0.2))
+            results = pending.get()
     successes = sum(r["successes"] for r in results)
     low, high = wilson_interval(successes, episodes)
     mean_length = sum(r["mean_length"] * r["episodes"] for r in results) / episodes

@@ -48,7 +48,9 @@ def load_policy(directory: str | Path) -> tuple[Policy, SentenceEmbedder, dict[s
     directory = Path(directory)
     config_path = directory / "config.json"
     if not config_path.is_file():
-        raise FileNotFoundError(f"{config_path}: not a policy checkpoint (no config.json)")
+        inside = directory / "policy"  # a training run folder keeps its final policy here
+        hint = f"; the training run's policy is {inside}" if (inside / "config.json").is_file() else ""
+        raise FileNotFoundError(f"{config_path}: not a policy checkpoint (no config.json){hint}")
     config = json.loads(config_path.read_text())
     version = config.get("schema_version")
     if version != CHECKPOINT_SCHEMA:

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from vla_recover.cli.main import app
 from vla_recover.data import EpisodeStore
-from vla_recover.evaluate import wilson_interval
+from vla_recover.evaluate import evaluate_checkpoint, wilson_interval
 from vla_recover.rollout import expert_episodes
 from vla_recover.train.trainer import TrainConfig, Trainer
 
@@ -69,6 +69,14 @@ def test_debug_preset_trains_saves_resumes_and_evaluates(lift_store: Path, tmp_p
     assert result.exit_code == 0, result.output
     evaluation = json.loads(result.output.strip().splitlines()[-1])
     assert evaluation["episodes"] == 3 and len(evaluation["ci95"]) == 2
+    reports: list[tuple[int, int]] = []
+    split = evaluate_checkpoint(
+        out / "policy", "LiftCube", 3, 100_000, workers=2, batch=1, on_progress=lambda *r: reports.append(r)
+    )
+    assert [done for done, _ in reports] == [1, 2, 3]  # one report per batch, from both worker processes
+    assert reports[-1][1] == split["successes"]
+    result = runner.invoke(app, ["eval", "--policy", str(out), "--task", "LiftCube", "--episodes", "1"])
+    assert result.exit_code == 2 and f"the training run's policy is {out / 'policy'}" in result.output.replace("\n", "")
 
 
 def test_bad_training_input_is_named(lift_store: Path, tmp_path: Path) -> None:

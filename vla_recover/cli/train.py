@@ -67,7 +67,10 @@ def evaluate(
     from vla_recover.evaluate import evaluate_checkpoint
 
     with user_errors(), progress_bar() as progress:
-        job = progress.add_task(f"eval {task}", total=None, status=f"{episodes} episodes, {workers} worker(s)")
-        result = evaluate_checkpoint(policy, task, episodes, seed, workers, video_dir=videos)
-        progress.update(job, total=1, completed=1, status=f"success {result['success_rate']:.2f}")
+        job = progress.add_task(f"eval {task}", total=episodes, status=f"{workers} worker(s)")
+
+        def on_progress(done: int, successes: int) -> None:
+            progress.update(job, completed=done, status=f"success {successes}/{done}")
+
+        result = evaluate_checkpoint(policy, task, episodes, seed, workers, video_dir=videos, on_progress=on_progress)
     print(json.dumps(result))
