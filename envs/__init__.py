@@ -28,7 +28,16 @@ from vla_recover.envs.tasks.peg_insert import PegInsertConfig
 from vla_recover.envs.tasks.pick_place import PickPlaceBinConfig
 from vla_recover.registry import Registry, UnknownNameError
 
-__all__ = ["EXPERTS", "TASKS", "gym_id", "load_task_config", "make_expert", "make_task", "resolve_task_name"]
+__all__ = [
+    "EXPERTS",
+    "TASKS",
+    "checked_task",
+    "gym_id",
+    "load_task_config",
+    "make_expert",
+    "make_task",
+    "resolve_task_name",
+]
 
 TASKS: Registry[TaskConfig] = Registry("task")
 EXPERTS: Registry[ExpertConfig] = Registry("scripted expert")
@@ -62,6 +71,17 @@ def resolve_task_name(task: str) -> str:
     if name not in TASKS:
         valid = ", ".join(gym_id(n) for n in TASKS.names())
         raise UnknownNameError(f"unknown task {task!r}; valid task ids: {valid}")
+    return name
+
+
+def checked_task(task: str, task_config: Any = None) -> str:
+    """For config validators: the task's registered name once ``task_config`` validates against its config class;
+    a ``ValueError`` naming the ``task`` field when the task is unknown."""
+    try:
+        name = resolve_task_name(task)
+    except UnknownNameError as exc:
+        raise ValueError(f"task: {exc.args[0]}") from None
+    load_task_config(name, task_config or None)
     return name
 
 

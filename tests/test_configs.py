@@ -50,6 +50,17 @@ def test_fleet_presets_validate(path: Path) -> None:
     load_task_config(config.task, config.task_config or None)
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [({"task": "LiftCub"}, "task: unknown task 'LiftCub'; valid task ids: "), ({"task_config": {"bogus": 1}}, "bogus")],
+)
+def test_a_fleet_config_with_a_bad_task_fails_at_validation(change: dict[str, object], message: str) -> None:
+    from vla_recover.fleet import FleetConfig
+
+    with pytest.raises(ValueError, match=message):
+        validate_config(FleetConfig, {"task": "LiftCube", "constant_action": [0.0] * 5, **change})
+
+
 @pytest.mark.parametrize("path", sorted((CONFIGS / "ros2").glob("*.yaml")), ids=lambda p: p.name)
 def test_ros2_presets_validate(path: Path) -> None:
     from vla_recover.ros2.node import load_node_config

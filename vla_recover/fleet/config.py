@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from vla_recover.config import FrozenConfig
+from vla_recover.envs import checked_task
 
 __all__ = ["FleetConfig", "FloorOperatorConfig", "TeleoperatorConfig"]
 
@@ -119,6 +120,7 @@ class FleetConfig(FrozenConfig):
 
     @model_validator(mode="after")
     def _one_controller(self) -> FleetConfig:
+        checked_task(self.task, self.task_config)
         if self.robots + self.fake_robots == 0:
             raise ValueError("robots / fake_robots: a fleet needs at least one robot")
         if (self.policy is None) == (self.constant_action is None):

@@ -10,11 +10,10 @@ from pydantic import Field, model_validator
 from vla_recover.config import FrozenConfig, validate_config
 from vla_recover.critic.segmenter import SegmenterConfig
 from vla_recover.critic.train import CriticTrainConfig
-from vla_recover.envs import load_task_config, resolve_task_name
+from vla_recover.envs import checked_task
 from vla_recover.envs.expert import ExpertConfig
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.loop.promotion import PromotionConfig
-from vla_recover.registry import UnknownNameError
 from vla_recover.train.dataset import DatasetConfig
 from vla_recover.train.trainer import TrainConfig
 
@@ -165,10 +164,7 @@ class LoopConfig(FrozenConfig):
     @model_validator(mode="after")
     def _parts_valid(self) -> LoopConfig:
         """Every part builds now, so a typo fails before a 20-minute run rather than in its last round."""
-        try:
-            load_task_config(resolve_task_name(self.task), self.task_config or None)
-        except UnknownNameError as exc:
-            raise ValueError(f"task: {exc.args[0]}") from None
+        checked_task(self.task, self.task_config)  # the fleet part checks it too, but this error names the loop's field
         for section, values in (("base_train", self.base_train), ("retrain", self.retrain)):
             fixed = sorted(set(values) & set(_LOOP_SET))
             if fixed:
