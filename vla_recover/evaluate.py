@@ -80,12 +80,13 @@ def evaluate_policy(
         chunk_seeds = seeds[lo : lo + batch]
         envs = [make_task(name, config, render_mode="rgb_array" if video_dir else None) for _ in chunk_seeds]
         results = _run_batch(policy, embedder, envs, chunk_seeds, keys, video_dir)
-        successes += sum(r[0] for r in results)
+        batch_successes = sum(r[0] for r in results)
+        successes += batch_successes
         lengths += [r[1] for r in results]
         for env in envs:
             env.close()
         if on_batch is not None:
-            on_batch(len(results), sum(r[0] for r in results))
+            on_batch(len(results), batch_successes)
     low, high = wilson_interval(successes, len(seeds))
     return {
         "task": name,
