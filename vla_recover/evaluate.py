@@ -127,7 +127,8 @@ def _run_batch(
             }
             if language is not None:
                 obs_batch["instruction_embedding"] = language[need]
-            chunks = policy.predict_chunk(obs_batch, seed=seeds[need[0]] * 7919 + step)
+            # each episode's own noise, so its outcome does not depend on the batch it ran in
+            chunks = policy.predict_chunk(obs_batch, seed=[seeds[i] * 7919 + step for i in need])
             for j, i in enumerate(need):
                 plan[i].extend(chunks[j, : cfg.action_exec])
         for i, env in enumerate(envs):

@@ -7,7 +7,7 @@ Batches are dicts of tensors: ``obs.state`` (B, To, D), ``obs.images.<cam>`` (B,
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -19,11 +19,25 @@ from vla_recover.config import FrozenConfig
 from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder
 from vla_recover.policies.common.normalizer import Normalizer
 
-__all__ = ["GuidanceHook", "Policy", "PolicyConfig"]
+__all__ = ["GuidanceHook", "NoiseSource", "Policy", "PolicyConfig", "draw_noise"]
 
 # A sampling hook sees, at each denoising / integration step, the step index, the current noisy action chunk and the
 # estimated clean chunk (both (B, H, A), normalised space) and returns a term added to the clean estimate, or None.
 GuidanceHook = Callable[[int, torch.Tensor, torch.Tensor], "torch.Tensor | None"]
+
+# Where sampling noise comes from: torch's global generator (None), one generator for the batch, or one per row. With
+# one per row, a row's chunk does not depend on which other rows share its batch, so an evaluation's results do not
+# depend on its batch size or worker count.
+NoiseSource = torch.Generator | list[torch.Generator] | None
+
+
+def draw_noise(shape: tuple[int, ...], generator: NoiseSource) -> torch.Tensor:
+    """Standard normal noise of ``shape``; with one generator per row, row i is drawn from generator i alone."""
+    if not isinstance(generator, list):
+        return torch.randn(shape, generator=generator)
+    if len(generator) != shape[0]:
+        raise ValueError(f"{len(generator)} generators for a batch of {shape[0]}: one per row")
+    return torch.stack([torch.randn(shape[1:], generator=row) for row in generator])
 
 
 class PolicyConfig(FrozenConfig):
@@ -111,21 +125,26 @@ class Policy(nn.Module, abc.ABC):
         """Weighted training loss: ``sum_i w_i * loss_i / B`` over the batch; padded actions do not count."""
 
     @abc.abstractmethod
-    def sample_actions(
-        self, cond: torch.Tensor, generator: torch.Generator | None, hook: GuidanceHook | None
-    ) -> torch.Tensor:
-        """Normalised action chunks (B, H, A) for conditions (B, C)."""
+    def sample_actions(self, cond: torch.Tensor, generator: NoiseSource, hook: GuidanceHook | None) -> torch.Tensor:
+        """Normalised action chunks (B, H, A) for conditions (B, C); noise comes from ``draw_noise``."""
 
     @torch.no_grad()
     def predict_chunk(
-        self, batch: dict[str, Any], seed: int | None = None, hook: GuidanceHook | None = None
+        self, batch: dict[str, Any], seed: int | Sequence[int] | None = None, hook: GuidanceHook | None = None
     ) -> np.ndarray:
-        """Action chunks (B, H, A) in the environment's units. Deterministic for a given ``seed``."""
+        """Action chunks (B, H, A) in the environment's units. Deterministic for a given ``seed``; a sequence of
+        seeds, one per row, makes each row's chunk its own seed's whatever else is in the batch."""
         was_training = self.training
         self.eval()
         tensors = {k: torch.as_tensor(v) for k, v in batch.items()}
         cond = self.encode_obs(tensors)
-        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        generator: NoiseSource = None
+        if isinstance(seed, int | np.integer):
+            generator = torch.Generator().manual_seed(int(seed))
+        elif seed is not None:
+            generator = [torch.Generator().manual_seed(int(row)) for row in seed]
+            if len(generator) != cond.shape[0]:
+                raise ValueError(f"seed: got {len(generator)} seeds for a batch of {cond.shape[0]}")
         if hook is None:
             actions = self.sample_actions(cond, generator, None)
         else:

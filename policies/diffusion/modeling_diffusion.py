@@ -16,7 +16,7 @@ from diffusers.schedulers.scheduling_utils import SchedulerMixin
 from torch.nn import functional as F
 
 from vla_recover.policies.common.backbone import build_backbone
-from vla_recover.policies.common.base import GuidanceHook, Policy
+from vla_recover.policies.common.base import GuidanceHook, NoiseSource, Policy, draw_noise
 from vla_recover.policies.diffusion.configuration_diffusion import DiffusionConfig
 
 __all__ = ["DiffusionPolicy", "guided_sampling"]
@@ -48,9 +48,7 @@ class DiffusionPolicy(Policy):
         predicted = self.denoiser(noisy, steps, cond)
         return self._weighted(F.mse_loss(predicted, noise, reduction="none"), batch, weights)
 
-    def sample_actions(
-        self, cond: torch.Tensor, generator: torch.Generator | None, hook: GuidanceHook | None
-    ) -> torch.Tensor:
+    def sample_actions(self, cond: torch.Tensor, generator: NoiseSource, hook: GuidanceHook | None) -> torch.Tensor:
         self.sample_scheduler.set_timesteps(self.config.inference_steps)
         shape = (cond.shape[0], self.config.action_horizon, self.action_dim)
         return guided_sampling(
@@ -62,7 +60,7 @@ def guided_sampling(
     denoise: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     scheduler: SchedulerMixin,
     shape: tuple[int, ...],
-    generator: torch.Generator | None,
+    generator: NoiseSource,
     hook: GuidanceHook | None,
     prediction: str = "epsilon",
 ) -> torch.Tensor:
@@ -71,7 +69,7 @@ def guided_sampling(
     ``denoise(x, t)`` returns the network's prediction: the noise (``prediction="epsilon"``) or the clean chunk
     (``"sample"``). The scheduler must already have its timesteps set.
     """
-    x = torch.randn(shape, generator=generator)
+    x = draw_noise(shape, generator)
     alphas = scheduler.alphas_cumprod  # type: ignore[attr-defined]
     for index, t in enumerate(scheduler.timesteps):  # type: ignore[attr-defined]
         output = denoise(x, t)

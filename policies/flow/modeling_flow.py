@@ -10,7 +10,7 @@ import torch
 from torch.nn import functional as F
 
 from vla_recover.policies.common.backbone import build_backbone
-from vla_recover.policies.common.base import GuidanceHook, Policy
+from vla_recover.policies.common.base import GuidanceHook, NoiseSource, Policy, draw_noise
 from vla_recover.policies.flow.configuration_flow import FlowConfig
 
 __all__ = ["FlowPolicy"]
@@ -41,12 +41,10 @@ class FlowPolicy(Policy):
         predicted = self.velocity(x, tau * _TIME_SCALE, cond)
         return self._weighted(F.mse_loss(predicted, target - noise, reduction="none"), batch, weights)
 
-    def sample_actions(
-        self, cond: torch.Tensor, generator: torch.Generator | None, hook: GuidanceHook | None
-    ) -> torch.Tensor:
+    def sample_actions(self, cond: torch.Tensor, generator: NoiseSource, hook: GuidanceHook | None) -> torch.Tensor:
         steps = self.config.inference_steps
         shape = (cond.shape[0], self.config.action_horizon, self.action_dim)
-        x = torch.randn(shape, generator=generator)
+        x = draw_noise(shape, generator)
         dt = 1.0 / steps
         for index in range(steps):
             tau = torch.full((shape[0],), index * dt)

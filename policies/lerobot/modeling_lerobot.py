@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from vla_recover.policies.common.base import GuidanceHook, Policy
+from vla_recover.policies.common.base import GuidanceHook, NoiseSource, Policy
 from vla_recover.policies.diffusion.modeling_diffusion import guided_sampling
 from vla_recover.policies.lerobot.configuration_lerobot import LeRobotDiffusionConfig
 
@@ -150,9 +150,7 @@ class LeRobotDiffusionPolicy(Policy):
         target = noise if self.lerobot.config.prediction_type == "epsilon" else clean
         return self._weighted(F.mse_loss(predicted, target, reduction="none"), batch, weights)
 
-    def sample_actions(
-        self, cond: torch.Tensor, generator: torch.Generator | None, hook: GuidanceHook | None
-    ) -> torch.Tensor:
+    def sample_actions(self, cond: torch.Tensor, generator: NoiseSource, hook: GuidanceHook | None) -> torch.Tensor:
         model = self.lerobot.diffusion
         scheduler = model.noise_scheduler
         scheduler.set_timesteps(model.num_inference_steps)

@@ -56,6 +56,22 @@ def test_predict_chunk_shapes_and_determinism(name: str, backbone: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_a_seed_per_row_makes_each_chunk_independent_of_its_batch(name: str) -> None:
+    policy = make(name)
+    state = batch(b=4)["obs.state"]
+    together = policy.predict_chunk({"obs.state": state}, seed=[10, 11, 12, 13])
+    reordered = policy.predict_chunk({"obs.state": state[[2, 0]]}, seed=[12, 10])
+    alone = policy.predict_chunk({"obs.state": state[[1]]}, seed=[11])
+    np.testing.assert_allclose(reordered, together[[2, 0]], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(alone[0], together[1], rtol=1e-5, atol=1e-5)
+    # one seed for the whole batch draws one stream across its rows, so a row's chunk depends on the rows before it
+    shared = policy.predict_chunk({"obs.state": state}, seed=10)
+    assert not np.allclose(shared[1], policy.predict_chunk({"obs.state": state[[1]]}, seed=10)[0])
+    with pytest.raises(ValueError, match="seed: got 3 seeds for a batch of 4"):
+        policy.predict_chunk({"obs.state": state}, seed=[1, 2, 3])
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_save_load_round_trip_is_bit_exact(name: str, tmp_path: Path) -> None:
     policy = make(name)
     embedder = SentenceEmbedder({"lift the cube": np.ones(384, np.float32)})

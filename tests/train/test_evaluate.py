@@ -1,0 +1,56 @@
+"""Evaluation's results do not depend on how its episodes are batched (and so on its worker count)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from vla_recover.envs import make_task
+from vla_recover.evaluate import evaluate_policy
+from vla_recover.policies import Policy, build_policy
+from vla_recover.policies.common.encoders import SentenceEmbedder
+
+
+def untrained_lift_policy() -> Policy:
+    probe = make_task("LiftCube", {})
+    state_dim, action_dim = probe.observation_space["state"].shape[0], probe.action_space.shape[0]
+    probe.close()
+    torch.manual_seed(0)
+    small = {"down_dims": [16, 32], "action_horizon": 8, "action_exec": 4, "inference_steps": 3}
+    policy = build_policy("diffusion", small, {"obs.state": (state_dim,)}, action_dim)
+    rng = np.random.default_rng(0)
+    policy.fit_normalizer(
+        {"obs.state": rng.normal(size=(50, state_dim)), "action": rng.uniform(-1, 1, size=(50, action_dim))}
+    )
+    return policy
+
+
+def chunks_by_row_seed(policy: Policy, seeds: list[int], batch: int) -> dict[int, np.ndarray]:
+    """Every chunk the evaluation planned, keyed by the seed its row was sampled with."""
+    planned: dict[int, np.ndarray] = {}
+    predict = policy.predict_chunk
+
+    def recording(obs: dict[str, Any], seed: Any = None, hook: Any = None) -> np.ndarray:
+        chunks = predict(obs, seed=seed, hook=hook)
+        planned.update(zip(seed, chunks, strict=True))
+        return chunks
+
+    policy.predict_chunk = recording  # type: ignore[method-assign]
+    try:
+        evaluate_policy(policy, SentenceEmbedder({}), "LiftCube", seeds, batch=batch, task_config={"horizon": 24})
+    finally:
+        del policy.predict_chunk
+    return planned
+
+
+def test_an_episode_plans_the_same_chunks_whatever_batch_it_runs_in() -> None:
+    policy = untrained_lift_policy()
+    seeds = [100_000, 100_001, 100_002]
+    together = chunks_by_row_seed(policy, seeds, batch=3)
+    one_by_one = chunks_by_row_seed(policy, seeds, batch=1)
+    assert len(together) == 3 * 24 // 4  # a chunk every 4 steps per episode
+    assert together.keys() == one_by_one.keys()
+    for row_seed, chunk in together.items():
+        np.testing.assert_allclose(one_by_one[row_seed], chunk, rtol=1e-4, atol=1e-4)
