@@ -175,15 +175,7 @@ class Index:
         return int(cursor.rowcount)
 
     def segments(self, episode: int | None = None, source: str | None = None) -> list[SegmentRow]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        if episode is not None:
-            clauses.append("episode=?")
-            params.append(episode)
-        if source is not None:
-            clauses.append("source=?")
-            params.append(source)
-        where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+        where, params = _where({"episode": episode, "source": source})
         rows = self.db.execute(f"SELECT * FROM segments{where} ORDER BY episode, start", params)
         return [SegmentRow(*r) for r in rows]
 
@@ -198,15 +190,8 @@ class Index:
         return int(cursor.lastrowid or 0)
 
     def events(self, robot: str | None = None, after: int = 0, kind: str | None = None) -> list[Event]:
-        clauses = ["id > ?"]
-        params: list[Any] = [after]
-        if robot is not None:
-            clauses.append("robot=?")
-            params.append(robot)
-        if kind is not None:
-            clauses.append("kind=?")
-            params.append(kind)
-        rows = self.db.execute(f"SELECT * FROM events WHERE {' AND '.join(clauses)} ORDER BY id", params)
+        where, params = _where({"robot": robot, "kind": kind}, "id > ?", after)
+        rows = self.db.execute(f"SELECT * FROM events{where} ORDER BY id", params)
         return [Event(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6])) for r in rows]
 
 
@@ -240,3 +225,15 @@ class _Transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def _where(equal: dict[str, Any], first: str | None = None, *first_params: Any) -> tuple[str, list[Any]]:
+    """A WHERE clause (or "") for ``first`` and every column of ``equal`` whose value is not None, with its
+    parameters. Column names come from this module, never from callers' input."""
+    clauses = [first] if first else []
+    params = list(first_params)
+    for column, value in equal.items():
+        if value is not None:
+            clauses.append(f"{column}=?")
+            params.append(value)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
