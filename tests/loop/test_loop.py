@@ -37,6 +37,20 @@ def _events(run: Path, kind: str) -> list[dict[str, object]]:
         return [e.payload for e in store.index.events(kind=kind)]
 
 
+class RecordingReporter:
+    def __init__(self) -> None:
+        self.advanced: list[tuple[int, str]] = []
+
+    def begin(self, step: str, total: int | None) -> None:
+        pass
+
+    def advance(self, completed: int, status: str = "") -> None:
+        self.advanced.append((completed, status))
+
+    def end(self, step: str, result: dict[str, object], reused: bool) -> None:
+        pass
+
+
 def test_debug_loop_runs_two_rounds_and_resumes_after_a_kill(tmp_path: Path) -> None:
     config = _debug_config(tmp_path)
     run = tmp_path / "run"
@@ -82,6 +96,12 @@ def test_debug_loop_runs_two_rounds_and_resumes_after_a_kill(tmp_path: Path) -> 
     assert r2["fleet"]["episodes"] == 4 and r1["segments"]
     # round 2's floor operator watched the critic trained in round 1
     assert r1["fleet"]["critic"] is None and Path(r2["fleet"]["critic"]) == run / "critics" / "round_1"
+    # an evaluation step reports its episodes and successes as batches finish, for the progress bar
+    reporter = RecordingReporter()
+    evaluation = LoopRun(validate_config(LoopConfig, load_yaml(config)), reporter)._evaluate(
+        str(run / "policies" / "base" / "policy")
+    )
+    assert reporter.advanced == [(4, f"{evaluation['successes']} successes")]
 
 
 def test_a_run_folder_refuses_a_different_config(tmp_path: Path) -> None:

@@ -175,7 +175,9 @@ class LoopRun:
             trained = self.step(
                 f"{prefix}.train", partial(self._train, prefix, ids, init, share), total=self._steps(True)
             )
-            candidate = self.step(f"{prefix}.eval", partial(self._evaluate, trained["policy"]))
+            candidate = self.step(
+                f"{prefix}.eval", partial(self._evaluate, trained["policy"]), total=cfg.evaluation.episodes
+            )
             decision = self.step(
                 f"{prefix}.decide", partial(self._decide, prefix, trained["policy"], candidate, current_eval)
             )
@@ -245,7 +247,16 @@ class LoopRun:
         cfg = self.config.evaluation
         policy, embedder, _ = load_policy(policy_dir)
         seeds = list(range(cfg.seed, cfg.seed + cfg.episodes))
-        return evaluate_policy(policy, embedder, self.config.task, seeds, cfg.batch, self.config.task_config)
+        finished = [0, 0]  # episodes, successes
+
+        def count(episodes: int, successes: int) -> None:
+            finished[0] += episodes
+            finished[1] += successes
+            self.reporter.advance(finished[0], f"{finished[1]} successes")
+
+        return evaluate_policy(
+            policy, embedder, self.config.task, seeds, cfg.batch, self.config.task_config, on_batch=count
+        )
 
     def _fleet(self, round_index: int, policy_dir: str) -> dict[str, Any]:
         from vla_recover.fleet import build_fleet
