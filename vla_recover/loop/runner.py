@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+from vla_recover.critic.train import CriticTrainConfig
 from vla_recover.data import EpisodeStore
 from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig
 from vla_recover.loop.promotion import decide
@@ -170,7 +171,9 @@ class LoopRun:
             prefix = f"round_{r}"
             fleet = self.step(f"{prefix}.fleet", partial(self._fleet, r, current), total=self._episodes())
             fleet_rounds.append(fleet)
-            self.step(f"{prefix}.critic", partial(self._critic, r, fleet["episode_ids"]))
+            self.step(
+                f"{prefix}.critic", partial(self._critic, r, fleet["episode_ids"]), total=self._critic_config().steps
+            )
             ids, init, share = self._training_set(demo_ids, fleet_rounds, current)
             trained = self.step(
                 f"{prefix}.train", partial(self._train, prefix, ids, init, share), total=self._steps(True)
@@ -306,14 +309,19 @@ class LoopRun:
     def _critic_dir(self, round_index: int) -> Path:
         return self.dir / "critics" / f"round_{round_index}"
 
-    def _critic(self, round_index: int, episode_ids: list[int]) -> dict[str, Any]:
+    def _critic_config(self) -> CriticTrainConfig:
         from vla_recover.config import validate_config
-        from vla_recover.critic.label import label_store
-        from vla_recover.critic.train import CriticTrainConfig, train_critic
 
-        config = validate_config(CriticTrainConfig, self.config.critic, source="loop critic")
+        return validate_config(CriticTrainConfig, self.config.critic, source="loop critic")
+
+    def _critic(self, round_index: int, episode_ids: list[int]) -> dict[str, Any]:
+        from vla_recover.critic.label import label_store
+        from vla_recover.critic.train import train_critic
+
         critic_dir = self._critic_dir(round_index)
-        metrics = train_critic(self.store_path, critic_dir, config, lambda s, _: self.reporter.advance(s))
+        metrics = train_critic(
+            self.store_path, critic_dir, self._critic_config(), lambda s, _: self.reporter.advance(s)
+        )
         label_store(self.store_path, critic_dir, self.config.segmenter)
         steps: dict[str, int] = {}
         wanted = set(episode_ids)
