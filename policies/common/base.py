@@ -35,8 +35,8 @@ def draw_noise(shape: tuple[int, ...], generator: NoiseSource) -> torch.Tensor:
     """Standard normal noise of ``shape``; with one generator per row, row i is drawn from generator i alone."""
     if not isinstance(generator, list):
         return torch.randn(shape, generator=generator)
-    if len(generator) != shape[0]:
-        raise ValueError(f"{len(generator)} generators for a batch of {shape[0]}: one per row")
+    if len(generator) != shape[0]:  # the only way a list comes here: predict_chunk's seeds, one per row
+        raise ValueError(f"seed: got {len(generator)} seeds for a batch of {shape[0]}")
     return torch.stack([torch.randn(shape[1:], generator=row) for row in generator])
 
 
@@ -141,10 +141,8 @@ class Policy(nn.Module, abc.ABC):
         generator: NoiseSource = None
         if isinstance(seed, int | np.integer):
             generator = torch.Generator().manual_seed(int(seed))
-        elif seed is not None:
+        elif seed is not None:  # draw_noise checks there is one per row
             generator = [torch.Generator().manual_seed(int(row)) for row in seed]
-            if len(generator) != cond.shape[0]:
-                raise ValueError(f"seed: got {len(generator)} seeds for a batch of {cond.shape[0]}")
         if hook is None:
             actions = self.sample_actions(cond, generator, None)
         else:
