@@ -21,7 +21,7 @@ from vla_recover.envs import make_task, resolve_task_name
 from vla_recover.policies import Policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
-__all__ = ["evaluate_checkpoint", "evaluate_policy", "wilson_interval"]
+__all__ = ["evaluate_checkpoint", "evaluate_policy", "running_totals", "wilson_interval"]
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -96,6 +96,19 @@ def evaluate_policy(
         "ci95": [round(low, 4), round(high, 4)],
         "mean_length": float(np.mean(lengths)),
     }
+
+
+def running_totals(on_progress: Callable[[int, int], None] | None) -> Callable[[int, int], None]:
+    """An ``on_batch(episodes, successes)`` for `evaluate_policy` that reports the running totals to ``on_progress``."""
+    totals = [0, 0]
+
+    def count(episodes: int, successes: int) -> None:
+        totals[0] += episodes
+        totals[1] += successes
+        if on_progress is not None:
+            on_progress(totals[0], totals[1])
+
+    return count
 
 
 def _run_batch(
@@ -196,15 +209,7 @@ def evaluate_checkpoint(
     ``on_progress(episodes_done, successes)`` is called as batches finish."""
     seeds = list(range(seed, seed + episodes))
     shares = [seeds[w::workers] for w in range(workers) if seeds[w::workers]]
-    episodes_done = successes_so_far = 0
-
-    def count(finished: int, successes: int) -> None:
-        nonlocal episodes_done, successes_so_far
-        episodes_done += finished
-        successes_so_far += successes
-        if on_progress is not None:
-            on_progress(episodes_done, successes_so_far)
-
+    count = running_totals(on_progress)
     if len(shares) == 1:
         results = [_load_and_evaluate(str(directory), task, shares[0], batch, task_config, video_dir, count)]
     else:

@@ -244,19 +244,13 @@ class LoopRun:
         }
 
     def _evaluate(self, policy_dir: str) -> dict[str, Any]:
-        from vla_recover.evaluate import evaluate_policy
+        from vla_recover.evaluate import evaluate_policy, running_totals
         from vla_recover.policies.common.checkpoint import load_policy
 
         cfg = self.config.evaluation
         policy, embedder, _ = load_policy(policy_dir)
         seeds = list(range(cfg.seed, cfg.seed + cfg.episodes))
-        finished = [0, 0]  # episodes, successes
-
-        def count(episodes: int, successes: int) -> None:
-            finished[0] += episodes
-            finished[1] += successes
-            self.reporter.advance(finished[0], f"{finished[1]} successes")
-
+        count = running_totals(lambda done, successes: self.reporter.advance(done, f"{successes} successes"))
         return evaluate_policy(
             policy, embedder, self.config.task, seeds, cfg.batch, self.config.task_config, on_batch=count
         )
