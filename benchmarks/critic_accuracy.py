@@ -193,6 +193,18 @@ def merge(results: dict[str, Any], tasks: list[str]) -> dict[str, Any]:
     return merged
 
 
+def _overrides(assignments: list[str]) -> dict[str, Any]:
+    import yaml
+
+    fields: dict[str, Any] = {}
+    for assignment in assignments:
+        field, sep, value = assignment.partition("=")
+        if not sep or not field:
+            raise SystemExit(f"--critic-set: expected FIELD=VALUE, got {assignment!r}")
+        fields[field] = yaml.safe_load(value)
+    return fields
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=24, help="held-out fleet episodes per task")
@@ -218,6 +230,13 @@ def main() -> None:
         type=float,
         default=None,
         help="rank failed episodes' steps below a success's end with this weight (0: off; default: the critic's)",
+    )
+    parser.add_argument(
+        "--critic-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a CriticTrainConfig field (a YAML value), e.g. --critic-set seed=1; repeatable",
     )
     parser.add_argument("--work", type=Path, default=None, help="keep (and reuse) the stores and critic here")
     args = parser.parse_args()
@@ -248,6 +267,7 @@ def main() -> None:
             raw["regress_target"] = args.regress_target
         if args.failure_weight is not None:
             raw["failure_weight"] = args.failure_weight
+        raw.update(_overrides(args.critic_set))
         config = validate_config(CriticTrainConfig, raw)
         results.setdefault("critic_training", {})[task] = train_critic(sources, critic_dir, config)
         critic = ProgressCritic.load(critic_dir)

@@ -393,6 +393,11 @@ class MujocoTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray], abc.ABC):
         """Names of the entries of ``obs["state"]``, in order."""
         return self.PROPRIO_LABELS + self.STATE_LABELS_OBJECT
 
+    @property
+    def robot_state_size(self) -> int:
+        """How many leading entries of ``obs["state"]`` describe the robot; the rest describe the objects."""
+        return len(self.PROPRIO_LABELS)
+
     # -- helpers for subclasses ------------------------------------------------------------------------------
     def _place_mocap(self, name: str, pos: np.ndarray, yaw: float) -> None:
         """Fixtures are mocap bodies so their per-episode pose is part of the saved state."""

@@ -121,7 +121,8 @@ class RobosuiteTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
         self._reset_suite(0)
         self._proprio_key = f"{self._robot.robot_model.naming_prefix}proprio"
-        self._labels = self._observable_labels(self._proprio_key) + self._observable_labels("object")
+        self._robot_labels = self._observable_labels(self._proprio_key)
+        self._labels = self._robot_labels + self._observable_labels("object")
         spaces: dict[str, gym.Space[Any]] = {
             "state": gym.spaces.Box(-np.inf, np.inf, shape=(len(self._labels),), dtype=np.float32)
         }
@@ -224,6 +225,11 @@ class RobosuiteTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def state_labels(self) -> tuple[str, ...]:
         """Names of the entries of ``obs["state"]``, in order: robosuite's observable name, then the index."""
         return self._labels
+
+    @property
+    def robot_state_size(self) -> int:
+        """How many leading entries of ``obs["state"]`` describe the robot; the rest describe the objects."""
+        return len(self._robot_labels)
 
     # -- gymnasium API -----------------------------------------------------------------------------------------
     def reset(

@@ -126,3 +126,28 @@ def test_regression_targets_and_failure_pairs() -> None:
     assert {id(f) for (f, _), _ in pairs} == {id(failed)}
     assert all(0 <= t < 4 and done.success and s == done.steps - 1 for (_, t), (done, s) in pairs)
     assert _PairSampler([short], validate_config(CriticTrainConfig, {})).failure_pairs(5) == []
+
+
+def test_swapped_pairs_put_the_robot_ahead_of_its_objects() -> None:
+    from vla_recover.critic.data import CriticEpisode
+    from vla_recover.critic.train import _PairSampler, _robot_state_dims
+
+    # two robot entries that move every step, one object entry that moves only from step 5 on
+    steps = 10
+    state = np.stack([np.arange(steps), -np.arange(steps), np.maximum(np.arange(steps) - 4, 0) * 0.1], axis=1)
+    episode = CriticEpisode(
+        0, "LiftCube", "lift", "success", {"obs.state": state.astype(np.float32)}, np.arange(steps), steps
+    )
+    config = validate_config(CriticTrainConfig, {"seed": 3})
+    hybrids, lates = _PairSampler([episode], config).swap_pairs(64, "obs.state", 2, 0.05)
+    assert len(lates) == 64
+    for hybrid, (_, late) in zip(hybrids, lates, strict=True):
+        np.testing.assert_array_equal(hybrid[:2], state[late, :2])  # the robot where it is at the later step
+        assert hybrid[2] <= state[late, 2] - 0.05  # the object behind where it is then
+    assert {late for _, late in lates} <= set(range(5, steps))  # the object moves from step 5 on
+    # where the robot's entries end: the task's own, none for a store of an unknown robot, the config's checked
+    assert _robot_state_dims(config, [episode]) == 9
+    unknown = CriticEpisode(0, "MyArm", "lift", "success", {"obs.state": state}, np.arange(steps), steps)
+    assert _robot_state_dims(config, [unknown]) is None
+    with pytest.raises(ValueError, match="robot_state_dims: got 3"):
+        _robot_state_dims(validate_config(CriticTrainConfig, {"robot_state_dims": 3}), [episode])

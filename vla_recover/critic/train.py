@@ -56,6 +56,19 @@ class CriticTrainConfig(FrozenConfig):
         description="rank steps of failed or truncated episodes below the last step of a successful one: "
         "what a robot did without succeeding is not done, whatever it looks like",
     )
+    swap_weight: float = Field(
+        default=0.5,
+        ge=0.0,
+        description="rank a success's later step above the robot state of that step with the objects where they "
+        "were at an earlier step: an arm over the goal without the object is not done (state input only)",
+    )
+    robot_state_dims: int | None = Field(
+        default=None,
+        ge=1,
+        description="the leading state entries that describe the robot, the rest the objects; None: the task's "
+        "(a registered sim task), else swapped pairs are off",
+    )
+    swap_min_move: float = Field(default=0.01, ge=0.0, description="swapped pairs: the objects moved this far")
     min_gap: int = Field(default=1, ge=1, description="ranked pairs are at least this many steps apart")
     length_bins: int = Field(default=4, ge=1, le=100)
     held_out_fraction: float = Field(default=0.2, ge=0.0, lt=1.0)
@@ -117,6 +130,21 @@ class _PairSampler:
             pairs.append(((failed, int(self.rng.integers(failed.steps))), (success, success.steps - 1)))
         return pairs
 
+    def swap_pairs(
+        self, size: int, key: str, robot_dims: int, min_move: float
+    ) -> tuple[np.ndarray, list[tuple[CriticEpisode, int]]]:
+        """(hybrid states, the later steps they were made from): the robot of a success's later step with the objects
+        where they were at an earlier step, over pairs in which the objects moved at least ``min_move``."""
+        hybrids, lates = [], []
+        for episode, early, late in self.sample(size * 4):  # pairs where only the robot moved are dropped
+            state = episode.inputs[key]
+            if np.abs(state[late, robot_dims:] - state[early, robot_dims:]).max() >= min_move:
+                hybrids.append(np.concatenate([state[late, :robot_dims], state[early, robot_dims:]]))
+                lates.append((episode, late))
+            if len(lates) == size:
+                break
+        return np.stack(hybrids) if hybrids else np.empty((0, 0), np.float32), lates
+
     def sample(self, size: int) -> list[tuple[CriticEpisode, int, int]]:
         pairs = []
         for _ in range(size):
@@ -136,6 +164,45 @@ def _batch(critic: ProgressCritic, picks: list[tuple[CriticEpisode, int]]) -> di
         embeddings = critic.embedder.embed([episode.instruction for episode, _ in picks])
         batch["instruction_embedding"] = torch.as_tensor(embeddings, dtype=torch.float32)
     return batch
+
+
+def _robot_state_dims(config: CriticTrainConfig, episodes: list[CriticEpisode]) -> int | None:
+    """Where the robot's part of the state ends: the config's, else the tasks' own (None where unknown: a real
+    robot's store, or a critic that sees a camera: its image would still show the objects where they were)."""
+    key = config.critic.state_key
+    if not key or config.critic.image_key:
+        return None
+    if config.robot_state_dims is not None:
+        width = episodes[0].inputs[key].shape[-1]
+        if config.robot_state_dims >= width:
+            raise ValueError(f"robot_state_dims: got {config.robot_state_dims}; {key} has only {width} entries")
+        return config.robot_state_dims
+    from vla_recover.envs import make_task
+
+    sizes = set()
+    for task in sorted({e.task for e in episodes}):
+        try:
+            env = make_task(task)
+        except (KeyError, ValueError, ImportError):  # not a registered sim task, or its extra is not installed
+            return None
+        sizes.add(int(env.unwrapped.robot_state_size))
+        env.close()
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _swap_loss(
+    critic: ProgressCritic, sampler: _PairSampler, config: CriticTrainConfig, robot_dims: int
+) -> torch.Tensor:
+    """Ranking of swapped states below the later steps they came from (``swap_weight``)."""
+    key = config.critic.state_key
+    assert key is not None
+    hybrids, lates = sampler.swap_pairs(config.batch_size // 4, key, robot_dims, config.swap_min_move)
+    if not lates:
+        return torch.zeros(())
+    late_batch = _batch(critic, lates)
+    swapped = {**late_batch, key: torch.as_tensor(hybrids, dtype=torch.float32)}
+    late_p, swapped_p = torch.sigmoid(critic.net(late_batch)[0]), torch.sigmoid(critic.net(swapped)[0])
+    return ranking_loss(swapped_p, late_p, config.rank_temperature)
 
 
 def build_critic(episodes: list[CriticEpisode], config: CriticConfig) -> ProgressCritic:
@@ -175,6 +242,7 @@ def train_critic(
     train, held_out = split_episodes(episodes, config.held_out_fraction, config.seed)
     critic = build_critic(train, config.critic)
     sampler = _PairSampler(train, config)
+    robot_dims = _robot_state_dims(config, train) if config.swap_weight > 0 else None
     optimizer = torch.optim.AdamW(critic.net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.steps)
     started, losses = time.perf_counter(), []
@@ -195,6 +263,8 @@ def train_critic(
                 failed_logits, done_logits = critic.net(_batch(critic, ends))[0].chunk(2)
                 below = ranking_loss(torch.sigmoid(failed_logits), torch.sigmoid(done_logits), config.rank_temperature)
                 loss = loss + config.failure_weight * below
+        if robot_dims is not None:
+            loss = loss + config.swap_weight * _swap_loss(critic, sampler, config, robot_dims)
         if done is not None:
             is_done = torch.as_tensor([t >= e.steps - config.critic.done_steps for e, t in picks], dtype=torch.float32)
             loss = loss + config.done_weight * F.binary_cross_entropy_with_logits(done, is_done)
@@ -211,6 +281,7 @@ def train_critic(
         "train_s": round(time.perf_counter() - started, 1),
         "final_loss": round(float(np.mean(losses[-50:])), 4),
         "held_out": evaluate_critic(critic, held_out) if held_out else {},
+        "swapped_pairs": {"robot_state_dims": robot_dims} if robot_dims else "off",
     }
     out = Path(out)
     critic.save(out, train_config=config.model_dump(mode="json"), held_out_ids=[e.id for e in held_out])

@@ -13,7 +13,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -172,7 +172,7 @@ class LoopRun:
             fleet = self.step(f"{prefix}.fleet", partial(self._fleet, r, current), total=self._episodes())
             fleet_rounds.append(fleet)
             self.step(
-                f"{prefix}.critic", partial(self._critic, r, fleet["episode_ids"]), total=self._critic_config().steps
+                f"{prefix}.critic", partial(self._critic, r, fleet["episode_ids"]), total=self._critic_config.steps
             )
             ids, init, share = self._training_set(demo_ids, fleet_rounds, current)
             trained = self.step(
@@ -303,6 +303,7 @@ class LoopRun:
     def _critic_dir(self, round_index: int) -> Path:
         return self.dir / "critics" / f"round_{round_index}"
 
+    @cached_property
     def _critic_config(self) -> CriticTrainConfig:
         from vla_recover.config import validate_config
 
@@ -314,7 +315,7 @@ class LoopRun:
 
         critic_dir = self._critic_dir(round_index)
         metrics = train_critic(
-            self.store_path, critic_dir, self._critic_config(), lambda s, _: self.reporter.advance(s)
+            self.store_path, critic_dir, self._critic_config, lambda s, _: self.reporter.advance(s)
         )
         label_store(self.store_path, critic_dir, self.config.segmenter)
         steps: dict[str, int] = {}
