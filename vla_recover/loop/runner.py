@@ -314,9 +314,7 @@ class LoopRun:
         from vla_recover.critic.train import train_critic
 
         critic_dir = self._critic_dir(round_index)
-        metrics = train_critic(
-            self.store_path, critic_dir, self._critic_config, lambda s, _: self.reporter.advance(s)
-        )
+        metrics = train_critic(self.store_path, critic_dir, self._critic_config, lambda s, _: self.reporter.advance(s))
         label_store(self.store_path, critic_dir, self.config.segmenter)
         steps: dict[str, int] = {}
         wanted = set(episode_ids)
