@@ -240,6 +240,13 @@ def main() -> None:
     )
     parser.add_argument("--work", type=Path, default=None, help="keep (and reuse) the stores and critic here")
     args = parser.parse_args()
+    raw: dict[str, Any] = {"steps": args.critic_steps, "held_out_fraction": 0.1}
+    if args.regress_target:
+        raw["regress_target"] = args.regress_target
+    if args.failure_weight is not None:
+        raw["failure_weight"] = args.failure_weight
+    raw.update(_overrides(args.critic_set))
+    config = validate_config(CriticTrainConfig, raw)  # before any collection: a wrong field fails at once
 
     work = args.work or Path(tempfile.mkdtemp(prefix="critic_accuracy_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -262,13 +269,6 @@ def main() -> None:
                 run_fleet(task, fleet_train, args.fleet_training_episodes, seed=70_000 + 10_000 * offset)
             sources.append(fleet_train)
         critic_dir = work / task / "critic"
-        raw = {"steps": args.critic_steps, "held_out_fraction": 0.1}
-        if args.regress_target:
-            raw["regress_target"] = args.regress_target
-        if args.failure_weight is not None:
-            raw["failure_weight"] = args.failure_weight
-        raw.update(_overrides(args.critic_set))
-        config = validate_config(CriticTrainConfig, raw)
         results.setdefault("critic_training", {})[task] = train_critic(sources, critic_dir, config)
         critic = ProgressCritic.load(critic_dir)
         with EpisodeStore(demos) as store:
