@@ -151,3 +151,18 @@ def test_swapped_pairs_put_the_robot_ahead_of_its_objects() -> None:
     assert _robot_state_dims(config, [unknown]) is None
     with pytest.raises(ValueError, match="robot_state_dims: got 3"):
         _robot_state_dims(validate_config(CriticTrainConfig, {"robot_state_dims": 3}), [episode])
+
+
+def test_state_noise_perturbs_training_inputs_only(trained: tuple[Path, dict]) -> None:
+    critic = ProgressCritic.load(trained[0])
+    assert json.loads((trained[0] / "config.json").read_text())["train_config"]["state_noise"] == 0.05
+    state = np.random.default_rng(0).normal(size=(8, critic.shapes["obs.state"][0])).astype(np.float32)
+    batch = critic.tensors({"obs.state": state}, "lift the red cube")
+    with torch.no_grad():
+        clean = critic.net(batch)[0]
+        assert torch.equal(clean, critic.net(batch)[0])
+        assert not torch.allclose(critic.net(batch, 0.5)[0], clean)
+    # predicting (labelling, the fleet's ratings) never adds noise
+    np.testing.assert_array_equal(critic.predict({"obs.state": state}, "lift the red cube"), torch.sigmoid(clean))
+    with pytest.raises(ValueError, match="state_noise"):
+        validate_config(CriticTrainConfig, {"state_noise": 2.0})

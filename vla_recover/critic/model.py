@@ -68,11 +68,15 @@ class ProgressNet(nn.Module):
         self.progress_head = nn.Linear(width, 1)
         self.done_head = nn.Linear(width, 1) if config.done_head else None
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(progress logits (B,), done logits (B,) or None)."""
+    def forward(
+        self, batch: dict[str, torch.Tensor], state_noise: float = 0.0
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(progress logits (B,), done logits (B,) or None); ``state_noise``: the std of Gaussian noise added to the
+        normalised state (training only)."""
         parts = []
         if self.config.state_key:
-            parts.append(self.normalizer.normalize(self.config.state_key, batch[self.config.state_key]))
+            state = self.normalizer.normalize(self.config.state_key, batch[self.config.state_key])
+            parts.append(state + state_noise * torch.randn_like(state) if state_noise else state)
         if self.image_encoder is not None:
             parts.append(self.image_encoder(batch[self.config.image_key]))  # type: ignore[index]
         if self.language is not None:

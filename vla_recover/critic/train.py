@@ -69,6 +69,13 @@ class CriticTrainConfig(FrozenConfig):
         "(a registered sim task), else swapped pairs are off",
     )
     swap_min_move: float = Field(default=0.01, ge=0.0, description="swapped pairs: the objects moved this far")
+    state_noise: float = Field(
+        default=0.05,
+        ge=0.0,
+        le=1.0,
+        description="std of Gaussian noise on the normalised state in training: states near the demonstrations' get a "
+        "progress near theirs (a cube held at a grip no demonstration used is not read as back on the table)",
+    )
     min_gap: int = Field(default=1, ge=1, description="ranked pairs are at least this many steps apart")
     length_bins: int = Field(default=4, ge=1, le=100)
     held_out_fraction: float = Field(default=0.2, ge=0.0, lt=1.0)
@@ -194,14 +201,14 @@ def _swap_loss(
     critic: ProgressCritic, sampler: _PairSampler, config: CriticTrainConfig, robot_dims: int
 ) -> torch.Tensor:
     """Ranking of swapped states below the later steps they came from (``swap_weight``)."""
-    key = config.critic.state_key
+    key, noise = config.critic.state_key, config.state_noise
     assert key is not None
     hybrids, lates = sampler.swap_pairs(config.batch_size // 4, key, robot_dims, config.swap_min_move)
     if not lates:
         return torch.zeros(())
     late_batch = _batch(critic, lates)
     swapped = {**late_batch, key: torch.as_tensor(hybrids, dtype=torch.float32)}
-    late_p, swapped_p = torch.sigmoid(critic.net(late_batch)[0]), torch.sigmoid(critic.net(swapped)[0])
+    late_p, swapped_p = torch.sigmoid(critic.net(late_batch, noise)[0]), torch.sigmoid(critic.net(swapped, noise)[0])
     return ranking_loss(swapped_p, late_p, config.rank_temperature)
 
 
@@ -250,7 +257,7 @@ def train_critic(
     for step in range(config.steps):
         pairs = sampler.sample(config.batch_size // 2)
         picks = [(e, early) for e, early, _ in pairs] + [(e, late) for e, _, late in pairs]
-        logits, done = critic.net(_batch(critic, picks))
+        logits, done = critic.net(_batch(critic, picks), config.state_noise)
         progress = torch.sigmoid(logits)
         early, late = progress.chunk(2)
         rank = ranking_loss(early, late, config.rank_temperature)
@@ -260,7 +267,7 @@ def train_critic(
             negatives = sampler.failure_pairs(config.batch_size // 4)
             if negatives:
                 ends = [failed for failed, _ in negatives] + [done for _, done in negatives]
-                failed_logits, done_logits = critic.net(_batch(critic, ends))[0].chunk(2)
+                failed_logits, done_logits = critic.net(_batch(critic, ends), config.state_noise)[0].chunk(2)
                 below = ranking_loss(torch.sigmoid(failed_logits), torch.sigmoid(done_logits), config.rank_temperature)
                 loss = loss + config.failure_weight * below
         if robot_dims is not None:
