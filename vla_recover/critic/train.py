@@ -7,9 +7,12 @@ time`` pulls it towards t / (T-1) instead). Time-to-go gives a state the same ta
 dropped halfway through a clumsy demo is as far from done as one never picked up, where normalised time would call
 it further along. Failed and truncated episodes rank below the last step of a success (``failure_weight``): a
 state the robot reached without succeeding is not done, however much it looks like the end of a demonstration
-(an arm over the bin with the cube still on the table). Episodes are drawn uniformly over episode-length bins, so
-long episodes do not dominate and the critic has no reason to encode how long an episode runs. Held-out episodes
-(a fixed fraction, by seed) are for evaluation.
+(an arm over the bin with the cube still on the table). Swapped pairs rank a success's later robot state joined to
+its earlier object state below the real later step (``swap_weight``). Every training forward sees the normalised
+state with Gaussian noise (``state_noise``), so the critic does not fit the demonstrations' narrow band of states
+so closely that a policy's state just beside it reads as another stage of the task. Episodes are drawn uniformly
+over episode-length bins, so long episodes do not dominate and the critic has no reason to encode how long an
+episode runs. Held-out episodes (a fixed fraction, by seed) are for evaluation.
 """
 
 from __future__ import annotations
