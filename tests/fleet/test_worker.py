@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from vla_recover.fleet.worker import SimWorkerCore, SimWorkerSpec, WorkerDied, WorkerHandle, WorkerProcess
+from vla_recover.fleet.worker import EPISODE_OVER, SimWorkerCore, SimWorkerSpec, WorkerDied, WorkerHandle, WorkerProcess
 
 SPEC = SimWorkerSpec("LiftCube", {"horizon": 100}, {"action_noise": 0.05}, rewind_capacity=25)
 
@@ -16,9 +16,10 @@ def test_a_rewind_restores_the_exact_state_of_any_kept_step() -> None:
     core = SimWorkerCore(SPEC)
     core.handle(("reset", 3))
     before: list[np.ndarray] = []  # the physics before each step, captured directly
-    for _ in range(47):
+    actions = np.random.default_rng(0).uniform(-1, 1, (47, 5))  # a trajectory worth checking, that never succeeds
+    for action in actions:
         before.append(core.env.unwrapped.get_state().physics)
-        core.handle(("step", None))  # the scripted expert, with noise: a trajectory worth checking
+        assert core.handle(("step", action))[2] is False
     assert isinstance(core.handle(("rewind_to", 21)), ValueError)  # beyond the capacity: forgotten
     for target in (44, 31, 22):  # between checkpoints, on one, and the oldest kept (47 - 25)
         core.handle(("rewind_to", target))
@@ -30,6 +31,19 @@ def test_a_rewind_restores_the_exact_state_of_any_kept_step() -> None:
         core.handle(("step", [0.2, 0.0, 0.0, 0.0, 1.0]))
     core.handle(("rewind_to", 26))
     np.testing.assert_array_equal(core.env.unwrapped.get_state().physics, before[26])
+    core.close()
+
+
+def test_steps_that_ran_ahead_past_the_end_are_not_taken_until_a_reset_or_rewind() -> None:
+    core = SimWorkerCore(SimWorkerSpec("LiftCube", {"horizon": 12}, {}, rewind_capacity=25))
+    core.handle(("reset", 0))
+    replies = [core.handle(("step", [0.0, 0.0, 0.0, 0.0, -1.0])) for _ in range(15)]
+    assert [reply[3] for reply in replies[:12]] == [False] * 11 + [True]  # truncated at the horizon
+    assert replies[12:] == [EPISODE_OVER] * 3 and core.step == 12  # the sim stayed where the episode ended
+    core.handle(("rewind_to", 10))
+    assert core.handle(("step", [0.0, 0.0, 0.0, 0.0, -1.0]))[3] is False and core.step == 11
+    core.handle(("reset", 1))
+    assert core.handle(("step", None))[3] is False and core.step == 1
     core.close()
 
 

@@ -8,6 +8,7 @@ that any thread may read.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -128,6 +129,8 @@ class FleetRunner:
                 answers.append((future, None, exc))
         if not answers:
             return
+        with contextlib.suppress(Exception):  # a failed write surfaces in the next tick, which stops the fleet
+            self.fleet.recorder.sync()  # what the calls logged is in the store when their callers hear back
         self._snapshot = fleet_snapshot(self.fleet)
         for future, result, error in answers:
             if error is None:

@@ -279,8 +279,8 @@ def build_app(
             raise ApiError(422, f"kind: {kind!r} is not one of {', '.join(CRITIC_KINDS)}")
         write = partial(write_label, episode_id, start, stop, str(kind), user.name)
         try:
-            if console.runner is not None:  # the running fleet holds the store for writing: its thread writes
-                segment = await anyio.to_thread.run_sync(console.runner.call, lambda fleet: write(fleet.store))
+            if console.runner is not None:  # the running fleet holds the store for writing: its writer writes
+                segment = await anyio.to_thread.run_sync(console.runner.call, lambda fleet: fleet.recorder.call(write))
             else:
                 segment = await anyio.to_thread.run_sync(_write_to_store, console.store, write)
         except (KeyError, ValueError) as exc:

@@ -181,11 +181,18 @@ class Index:
 
     # -- events -----------------------------------------------------------------------------------------------------
     def insert_event(
-        self, kind: str, actor: str, payload: dict[str, Any], robot: str | None = None, episode: int | None = None
+        self,
+        kind: str,
+        actor: str,
+        payload: dict[str, Any],
+        robot: str | None = None,
+        episode: int | None = None,
+        when: float | None = None,
     ) -> int:
+        """Log an event; ``when``: its wall-clock time, if not now (a writer that logs it later)."""
         cursor = self.db.execute(
             "INSERT INTO events (time, kind, actor, robot, episode, payload) VALUES (?,?,?,?,?,?)",
-            (time.time(), kind, actor, robot, episode, json.dumps(payload)),
+            (time.time() if when is None else when, kind, actor, robot, episode, json.dumps(payload)),
         )
         return int(cursor.lastrowid or 0)
 

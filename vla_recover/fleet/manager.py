@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_recover.data import EpisodeStore
+from vla_recover.data import EpisodeData, EpisodeStore
 from vla_recover.envs import TASKS, resolve_task_name
 from vla_recover.fleet.accounting import EffortLedger
 from vla_recover.fleet.actions import ActionGate
@@ -86,6 +86,9 @@ class FleetManager:
     # -- clock, events ----------------------------------------------------------------------------------------
     @property
     def store(self) -> EpisodeStore:
+        """The fleet's store with everything asked for so far written; for use between ticks (a console writes
+        through ``recorder.call`` instead, on the writer's thread)."""
+        self.recorder.sync()
         return self.recorder.store
 
     def now(self) -> float:
@@ -460,11 +463,16 @@ class FleetManager:
         self._drop_lease(slot)
         if attempt is None or len(attempt) == 0:
             return
-        tags = self.config.episode_tags
-        episodes = [attempt.to_episode(outcome, reason=reason, **tags)]
-        if self.config.emit_corrections:
-            corrections = attempt.corrections()
-            episodes += [attempt.to_episode(outcome, rows=rows, correction=True, **tags) for rows in corrections]
+        tags, corrections = self.config.episode_tags, self.config.emit_corrections
+
+        def episodes() -> list[EpisodeData]:  # built on the recorder's thread; the attempt is no slot's any more
+            made = [attempt.to_episode(outcome, reason=reason, **tags)]
+            if corrections:
+                made += [
+                    attempt.to_episode(outcome, rows=rows, correction=True, **tags) for rows in attempt.corrections()
+                ]
+            return made
+
         self.recorder.finished(episodes)
         self.ledger.episodes[outcome] += 1
 

@@ -9,7 +9,8 @@ A process can host several slots' sims (`WorkerProcess`); a tick's requests to i
 
 Protocol (request → reply): ``("reset", seed)`` → ``(obs, info)``; ``("step", action | None)`` →
 ``(obs, info, terminated, truncated, action)``, its info cut to ``STEP_INFO``, where ``None`` asks the expert for the
-action and the reply carries the action taken; ``("rewind_to", step)`` → ``(obs, info)``; ``("close",)``.
+action and the reply carries the action taken (``EPISODE_OVER`` once the episode has ended: a step that ran ahead
+past the end is not taken); ``("rewind_to", step)`` → ``(obs, info)``; ``("close",)``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SimWorkerCore", "SimWorkerSpec", "Worker", "WorkerDied", "WorkerHandle", "WorkerProcess"]
+__all__ = ["EPISODE_OVER", "SimWorkerCore", "SimWorkerSpec", "Worker", "WorkerDied", "WorkerHandle", "WorkerProcess"]
 
 
 class Worker(abc.ABC):
@@ -89,6 +90,8 @@ class SimWorkerSpec:
 
 # what the fleet reads of a step's info (the instruction and the failure log only change at a reset)
 STEP_INFO = ("phase_index", "progress", "is_success", "failure")
+# the reply to a step sent after the episode ended (the fleet drops those steps; the sim does not take them)
+EPISODE_OVER = "episode over"
 
 
 class SimWorkerCore:
@@ -113,6 +116,7 @@ class SimWorkerCore:
         self.checkpoints: OrderedDict[int, Any] = OrderedDict()  # step → exact sim state before that step
         self.actions: dict[int, np.ndarray] = {}  # step → the action taken at it, back to the oldest checkpoint
         self.step = 0
+        self.episode_over = False  # steps that ran ahead past the episode's end are answered without stepping
 
     def handle(self, request: tuple[Any, ...]) -> Any:
         """The reply to ``request``; an exception instance (not raised) when the request is wrong."""
@@ -124,7 +128,10 @@ class SimWorkerCore:
             self.checkpoints.clear()
             self.actions.clear()
             self.step = 0
+            self.episode_over = False
             return obs, info
+        if kind == "step" and self.episode_over:
+            return EPISODE_OVER
         if kind == "step":
             if self.step % self.CHECKPOINT_EVERY == 0:
                 self.checkpoints[self.step] = self.env.unwrapped.get_state()
@@ -133,6 +140,7 @@ class SimWorkerCore:
             obs, _, terminated, truncated, info = self.env.step(action)
             self.actions[self.step] = action
             self.step += 1
+            self.episode_over = bool(terminated or truncated)
             return obs, {key: info[key] for key in STEP_INFO if key in info}, terminated, truncated, action
         if kind == "rewind_to":
             return self._rewind_to(int(request[1]))
@@ -164,6 +172,7 @@ class SimWorkerCore:
         for later in [s for s in self.actions if s >= target]:
             del self.actions[later]
         self.step = target
+        self.episode_over = False
         return obs, info
 
     def close(self) -> None:
