@@ -155,6 +155,15 @@ def test_sims_are_topped_up_in_bursts_and_never_run_past_the_chunk(tmp_path: Pat
     fleet.close()
     steps = [size for size in sizes if size]
     assert max(steps) <= 6 and sum(steps) / len(steps) >= 2  # one step per message when topped up every tick
+    sizes.clear()  # an odd run-ahead tops up in bursts of 2 too, so one is still in flight when the next is sent
+    fleet = build_fleet(
+        fleet_config(tmp_path / "odd", robots=1, episodes=1, task_config={"horizon": 60}, run_ahead_steps=5)
+    )
+    fleet.start()
+    tick_until(fleet, lambda: len(fleet.slots["sim00"].branch_rows) == 40)
+    fleet.close()
+    steps = [size for size in sizes if size]
+    assert max(steps) <= 5 and max(set(steps), key=steps.count) == 2
     with pytest.raises(ValueError, match="run_ahead_steps: got 16; chunks of 16 actions"):
         build_fleet(fleet_config(tmp_path / "long", run_ahead_steps=16))
 
@@ -342,9 +351,9 @@ def test_running_ahead_a_new_chunk_skips_the_steps_in_flight_and_still_yields_a_
     FleetManager(config, source=source).run()
     with EpisodeStore(tmp_path / "store") as store:
         used = [round(float(x), 2) for x in store.episode(0)["action"][:, 0]]
-    # in flight are one to three steps (topped up when down to one); chunk 2 is planned with one of them on its
-    # way and starts one action in, chunk 3 with two: each gives four fresh actions in a row
-    assert used == [0.1, 0.11, 0.12, 0.13, 0.21, 0.22, 0.23, 0.24, 0.32, 0.33, 0.34, 0.35]
+    # in flight are two to three steps (topped up when down to two); chunks 2 and 3 are planned with two of them on
+    # their way and start two actions in: each gives four fresh actions in a row
+    assert used == [0.1, 0.11, 0.12, 0.13, 0.22, 0.23, 0.24, 0.25, 0.32, 0.33, 0.34, 0.35]
     assert source.calls == 4
 
 

@@ -280,8 +280,9 @@ class FleetManager:
                 slot.worker.send("step", action)
                 slot.pending.append(("step", action, actor))
             depth = self.config.run_ahead_steps if slot.worker.runs_ahead else 1
-            if len(slot.pending) > depth // 2:
-                return  # topped up in bursts: a worker gets several steps per message, so fewer wake-ups
+            if len(slot.pending) > depth - depth // 2:
+                return  # topped up in bursts of depth // 2: a worker gets several steps per message (fewer
+                # wake-ups), and the burst before is still in flight, so the next is queued before that one is done
             while len(slot.pending) < depth and slot.plan and slot.state is not S.TELEOP:
                 action = slot.plan.popleft()
                 slot.worker.send("step", action)
