@@ -14,9 +14,12 @@ gymnasium's AsyncVectorEnv on the same envs.
 The setups of (a)-(c) stay up together and take turns, ``--rounds`` windows of ``--window`` seconds each, so the
 load of a shared machine falls on all of them alike; a fleet's window ends by landing its steps in flight (timed).
 ``*_workers_waiting``: the share of the time the fleet's worker processes sat waiting for requests. CPU per
-robot-step in the per-core layout: ``cpu_us_limit_sim`` for the bare sims, ``cpu_us_fleet_manager`` and
-``cpu_us_fleet_workers`` for the fleet; ``cpu_bound_vs_limit`` (sim over all the fleet spends) is what the fleet
-could reach with every core busy, so it shows how much of the gap is overhead and how much is idle cores.
+robot-step in the per-core layout: ``cpu_us_limit_sim`` for the bare sims, ``cpu_us_fleet_manager`` (the control
+loop and the thread that writes the store) and ``cpu_us_fleet_workers`` for the fleet;
+``fleet_constant_per_core_unstored`` and ``cpu_us_fleet_unstored_manager``: a diagnostic, the same fleet dropping
+its finished attempts instead of storing them, so the difference is what writing episodes costs;
+``cpu_bound_vs_limit`` (sim over all the fleet spends) is what the fleet could reach with every core busy, so it
+shows how much of the gap is overhead and how much is idle cores.
 Last line: one JSON object.
 
     python benchmarks/fleet_throughput.py [--robots 1 4 12] [--rounds 4] [--window 2] [--task LiftCube]
@@ -246,6 +249,10 @@ def constant_action_row(
     setups["fleet_constant_run_ahead_max"] = TimedFleet(
         task, n, horizon, tmp / "m", robots_per_process=grouped, run_ahead_steps=RUN_AHEAD_MAX
     )
+    unstored = setups["fleet_constant_per_core_unstored"] = TimedFleet(
+        task, n, horizon, tmp / "u", robots_per_process=grouped
+    )
+    unstored.fleet.recorder.finished = lambda make_episodes: None  # type: ignore[method-assign]  # diagnostic
     measured = _interleaved(setups, rounds, window_s)
     row: dict[str, Any] = {name: round(m["steps_per_s"], 1) for name, m in measured.items()}
     for name in ("fleet_constant_per_core", "fleet_constant_run_ahead_max"):
@@ -256,6 +263,7 @@ def constant_action_row(
     row["cpu_us_fleet_manager"] = round(fleet["cpu_us_manager"], 1)
     row["cpu_us_fleet_run_ahead_max_workers"] = round(measured["fleet_constant_run_ahead_max"]["cpu_us"], 1)
     row["cpu_us_fleet_run_ahead_max_manager"] = round(measured["fleet_constant_run_ahead_max"]["cpu_us_manager"], 1)
+    row["cpu_us_fleet_unstored_manager"] = round(measured["fleet_constant_per_core_unstored"]["cpu_us_manager"], 1)
     # the spread over rounds: the per-core fleet over the per-core limit measured next to it
     ratios = [f / lim for f, lim in zip(fleet["rounds"], limit["rounds"], strict=True)]
     row["fleet_vs_limit_rounds"] = [round(min(ratios), 3), round(max(ratios), 3)]
