@@ -101,6 +101,8 @@ class FleetRecorder:
                     with_more = False
             try:
                 self._write(jobs)
+            except BaseException as exc:  # each write is guarded; this keeps the thread (and `sync`) alive regardless
+                self._failure = self._failure or exc
             finally:
                 for _ in jobs:
                     self._jobs.task_done()
