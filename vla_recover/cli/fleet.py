@@ -63,6 +63,8 @@ def fleet(
                     progress.console.print(_live_table(summary, states))
 
             summary = manager.run(on_tick)
+            final = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items())
+            progress.update(job, completed=summary["episodes"], status=final)  # the bar ends where the run did
     table = Table(title=f"fleet run → {cfg.store}", show_header=False)
     for key, value in summary.items():
         table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
