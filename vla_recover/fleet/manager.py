@@ -464,7 +464,7 @@ class FleetManager:
         self._drop_lease(slot)
         if attempt is None or len(attempt) == 0:
             return
-        tags, corrections = self.config.episode_tags, self.config.emit_corrections
+        tags, corrections = dict(self.config.episode_tags), self.config.emit_corrections
 
         def episodes() -> list[EpisodeData]:  # built on the recorder's thread; the attempt is no slot's any more
             made = [attempt.to_episode(outcome, reason=reason, **tags)]
