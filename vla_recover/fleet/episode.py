@@ -108,6 +108,13 @@ class AttemptBuffer:
             segments=segments,
         )
 
+    def episodes(self, outcome: str, reason: str, tags: dict[str, Any], corrections: bool) -> list[EpisodeData]:
+        """The attempt as one episode, tagged, and (``corrections``) each human intervention as one of its own."""
+        made = [self.to_episode(outcome, reason=reason, **tags)]
+        if corrections:
+            made += [self.to_episode(outcome, rows=rows, correction=True, **tags) for rows in self.corrections()]
+        return made
+
     def corrections(self) -> list[tuple[int, int]]:
         """Step ranges of the human interventions, for emitting corrections as episodes of their own."""
         return [(start, stop) for start, stop, kind in self.segments if kind == "intervention"]

@@ -14,11 +14,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from vla_recover.data import EpisodeData, EpisodeStore
+from vla_recover.data import EpisodeStore
 from vla_recover.envs import TASKS, resolve_task_name
 from vla_recover.fleet.accounting import EffortLedger
 from vla_recover.fleet.actions import ActionGate
@@ -86,8 +87,7 @@ class FleetManager:
     # -- clock, events ----------------------------------------------------------------------------------------
     @property
     def store(self) -> EpisodeStore:
-        """The fleet's store with everything asked for so far written; for use between ticks (a console writes
-        through ``recorder.call`` instead, on the writer's thread)."""
+        """The store with every write asked for so far done; between ticks (a console uses ``recorder.call``)."""
         self.recorder.sync()
         return self.recorder.store
 
@@ -464,17 +464,8 @@ class FleetManager:
         self._drop_lease(slot)
         if attempt is None or len(attempt) == 0:
             return
-        tags, corrections = dict(self.config.episode_tags), self.config.emit_corrections
-
-        def episodes() -> list[EpisodeData]:  # built on the recorder's thread; the attempt is no slot's any more
-            made = [attempt.to_episode(outcome, reason=reason, **tags)]
-            if corrections:
-                made += [
-                    attempt.to_episode(outcome, rows=rows, correction=True, **tags) for rows in attempt.corrections()
-                ]
-            return made
-
-        self.recorder.finished(episodes)
+        tags = dict(self.config.episode_tags)  # the episodes are built later, on the recorder's thread
+        self.recorder.finished(partial(attempt.episodes, outcome, reason, tags, self.config.emit_corrections))
         self.ledger.episodes[outcome] += 1
 
     def _fault(self, slot: Slot, reason: str) -> None:

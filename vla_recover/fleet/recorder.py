@@ -12,6 +12,7 @@ outside the fleet (the console).
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import time
@@ -58,8 +59,7 @@ class FleetRecorder:
             return
         due = time.monotonic() - self._oldest_unstored >= self.store_every_s or len(self._unstored) >= self.batch_size
         if force or due:
-            batch, self._unstored = self._unstored, []
-            self._jobs.put(("episodes", batch))
+            self._hand_over()
 
     def sync(self) -> None:
         """Wait until everything asked for so far is in the store (raises a write that failed)."""
@@ -75,13 +75,16 @@ class FleetRecorder:
 
     def close(self) -> None:
         """Write what is queued, stop the writer, close the store; then raise a write that failed."""
-        if self._unstored:
-            batch, self._unstored = self._unstored, []
-            self._jobs.put(("episodes", batch))
+        self._hand_over()
         self._jobs.put(None)
         self._writer.join()
         self.store.close()
         self._raise_failure()
+
+    def _hand_over(self) -> None:
+        if self._unstored:
+            batch, self._unstored = self._unstored, []
+            self._jobs.put(("episodes", batch))
 
     def _raise_failure(self) -> None:
         """Raise the first write that failed, at every call from then on: the fleet stops rather than record on
@@ -93,14 +96,10 @@ class FleetRecorder:
     def _write_jobs(self) -> None:
         while True:
             jobs = [self._jobs.get()]
-            with_more = True
-            while with_more:  # take what else is waiting, so a burst of events is one transaction
-                try:
-                    jobs.append(self._jobs.get_nowait())
-                except queue.Empty:
-                    with_more = False
+            while not self._jobs.empty():  # take what else is waiting (this thread is the only reader)
+                jobs.append(self._jobs.get_nowait())
             try:
-                self._write(jobs)
+                self._write([job for job in jobs if job is not None])
             except BaseException as exc:  # each write is guarded; this keeps the thread (and `sync`) alive regardless
                 self._failure = self._failure or exc
             finally:
@@ -109,26 +108,21 @@ class FleetRecorder:
             if None in jobs:
                 return
 
-    def _write(self, jobs: list[tuple[str, Any] | None]) -> None:
-        events: list[Any] = []
-        for job in [*jobs, None]:
-            if job is not None and job[0] == "event":
-                events.append(job[1])
-                continue
-            if events:
-                self._guarded(self._write_events, events)
-                events = []
-            if job is None:
-                continue
-            kind, content = job
-            if kind == "episodes":
-                self._guarded(self._write_episodes, content)
-            elif kind == "call":
-                function, answer = content
-                try:
-                    answer.set_result(function(self.store))
-                except Exception as exc:  # the caller's to handle
-                    answer.set_exception(exc)
+    def _write(self, jobs: list[tuple[str, Any]]) -> None:
+        """The jobs in order; a run of events is one transaction."""
+        for kind, run in itertools.groupby(jobs, key=lambda job: job[0]):
+            contents = [content for _, content in run]
+            if kind == "event":
+                self._guarded(self._write_events, contents)
+            elif kind == "episodes":
+                for batch in contents:
+                    self._guarded(self._write_episodes, batch)
+            else:
+                for function, answer in contents:
+                    try:
+                        answer.set_result(function(self.store))
+                    except Exception as exc:  # the caller's to handle
+                        answer.set_exception(exc)
 
     def _guarded(self, write: Callable[[Any], None], content: Any) -> None:
         try:
