@@ -52,11 +52,17 @@ def validate_config(cls: type[C], data: Any, source: str = "<dict>") -> C:
         raise ConfigError(source, [_describe(dict(e)) for e in exc.errors()]) from None
 
 
-def load_yaml(path: str | Path) -> Any:
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """The fields of a YAML config file: a mapping (an empty file has none)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(str(path), ["file does not exist"])
     try:
-        return yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), [f"not valid YAML: {exc}"]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), [f"expected a mapping of fields at the top, got a {type(data).__name__}"])
+    return data

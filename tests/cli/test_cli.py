@@ -87,6 +87,24 @@ def test_collect_rejects_a_bad_config_naming_the_field(tmp_path: Path) -> None:
     assert "episodes" in result.output and "-4" in result.output
 
 
+@pytest.mark.parametrize("command", ["collect", "train", "fleet", "loop"])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("- task: LiftCube\n", "expected a mapping of fields at the top, got a list"),
+        ("task: [Lift\n", "not valid YAML"),
+    ],
+)
+def test_config_files_that_are_not_a_mapping_of_fields_are_rejected_naming_the_file(
+    tmp_path: Path, command: str, text: str, expected: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    result = runner.invoke(app, [command, "--config", str(config)], env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert f"invalid config {config}" in result.output and expected in result.output
+
+
 def test_collect_rejects_an_unknown_task_listing_valid_ids() -> None:
     result = runner.invoke(app, ["collect", "--task", "Stack"], env={"COLUMNS": "300"})
     assert result.exit_code == 2

@@ -31,7 +31,7 @@ def collect(
     from vla_recover.rollout import CollectConfig, collect_demos, summarize
 
     with user_errors():
-        raw: dict[str, Any] = dict(load_yaml(config) or {}) if config else {}
+        raw: dict[str, Any] = load_yaml(config) if config else {}
         overrides = {"task": task, "episodes": episodes, "out": out, "seed": seed, "workers": workers}
         raw.update({k: v for k, v in overrides.items() if v is not None})
         if expert_noise is not None:

@@ -49,7 +49,7 @@ def serve(
     with user_errors():
         runner = None
         if fleet is not None:
-            raw = dict(load_yaml(fleet) or {})
+            raw = load_yaml(fleet)
             if store is not None:
                 raw["store"] = store
             config = validate_config(FleetConfig, raw, source=str(fleet))

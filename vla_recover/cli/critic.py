@@ -28,7 +28,7 @@ def train(
     from vla_recover.critic.train import CriticTrainConfig, train_critic
 
     with user_errors():
-        raw: dict[str, Any] = dict(load_yaml(config) or {}) if config else {}
+        raw: dict[str, Any] = load_yaml(config) if config else {}
         raw.update({k: v for k, v in {"steps": steps, "task": task}.items() if v is not None})
         cfg = validate_config(CriticTrainConfig, raw, source=str(config or "embedded default"))
         if not Path(store).exists():
@@ -90,7 +90,7 @@ def label(
     from vla_recover.critic.segmenter import SegmenterConfig
 
     with user_errors():
-        raw: dict[str, Any] = dict(load_yaml(config) or {}) if config else {}
+        raw: dict[str, Any] = load_yaml(config) if config else {}
         segmenter = validate_config(SegmenterConfig, raw.get("segmenter", raw), source=str(config or "default"))
         if not Path(store).exists():
             raise FileNotFoundError(f"store: {store} does not exist")

@@ -42,7 +42,7 @@ def fleet(
     from vla_recover.fleet import FleetConfig, build_fleet
 
     with user_errors():
-        raw: dict[str, Any] = dict(load_yaml(config) or {})
+        raw: dict[str, Any] = load_yaml(config)
         overrides = {"robots": robots, "episodes": episodes, "store": store}
         raw.update({k: v for k, v in overrides.items() if v is not None})
         if policy is not None:

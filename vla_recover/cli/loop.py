@@ -70,7 +70,7 @@ def loop(
     from vla_recover.loop.runner import LoopRun
 
     with user_errors():
-        raw: dict[str, Any] = dict(load_yaml(config) or {}) if config else {}
+        raw: dict[str, Any] = load_yaml(config) if config else {}
         raw.update({k: v for k, v in {"method": method, "rounds": rounds, "out": out}.items() if v is not None})
         cfg = validate_config(LoopConfig, raw, source=str(config or "embedded default"))
         console.print(f"loop {cfg.name}: {cfg.method} on {cfg.task}, {cfg.rounds} rounds → {cfg.run_dir}")

@@ -27,7 +27,7 @@ def train(
     from vla_recover.train.trainer import TrainConfig, Trainer
 
     with user_errors():
-        raw: dict[str, Any] = dict(load_yaml(config) or {}) if config else {}
+        raw: dict[str, Any] = load_yaml(config) if config else {}
         raw.update({k: v for k, v in {"data": data, "out": out, "steps": steps}.items() if v is not None})
         cfg = validate_config(TrainConfig, raw, source=str(config or "embedded default"))
         trainer = Trainer(cfg)

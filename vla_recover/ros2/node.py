@@ -286,4 +286,4 @@ class PolicyNode:
 def load_node_config(path: str | Path) -> NodeConfig:
     from vla_recover.config import load_yaml, validate_config
 
-    return validate_config(NodeConfig, load_yaml(path) or {}, source=str(path))
+    return validate_config(NodeConfig, load_yaml(path), source=str(path))
