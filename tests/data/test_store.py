@@ -110,6 +110,27 @@ def test_one_writer_at_a_time_and_readonly_refuses_writes(tmp_path: Path) -> Non
             reader.append_episode(synthetic_episode(1))
 
 
+def test_a_store_is_created_only_in_a_new_or_empty_directory_or_one_a_store_left(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "a_file").write_text("mine")
+    with pytest.raises(SchemaError, match=r"not an episode store \(it holds a_file, notes.txt\)"):
+        EpisodeStore(tmp_path, mode="a")
+    with pytest.raises(SchemaError, match="a_file: is a file, not a store directory"):
+        EpisodeStore(tmp_path / "a_file", mode="a")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "notes.txt"]  # nothing written
+    report = check_store(tmp_path)
+    assert not report.ok and "not an episode store" in report.problems[0]
+    # an interrupted creation (the lock file only) is completed; an empty directory becomes a store
+    (tmp_path / "interrupted").mkdir()
+    (tmp_path / "interrupted" / "writer.lock").write_text("")
+    (tmp_path / "empty").mkdir()
+    for name in ("interrupted", "empty"):
+        assert check_store(tmp_path / name).ok
+        with EpisodeStore(tmp_path / name, mode="a") as store:
+            store.append_episode(synthetic_episode(0))
+        assert len(EpisodeStore(tmp_path / name)) == 1
+
+
 def test_other_schema_version_fails_clearly(tmp_path: Path) -> None:
     with EpisodeStore(tmp_path / "s", mode="a") as store:
         store.append_episode(synthetic_episode(0))

@@ -17,13 +17,12 @@ console_app = typer.Typer(help="The operator console: a web app for floor operat
 user_app = typer.Typer(help="Console users (roles: viewer, floor, teleop, admin).", no_args_is_help=True)
 console_app.add_typer(user_app, name="user")
 
-USERS_FILE = "console_users.sqlite"
-
 
 def _users(store: Path) -> Any:
     from vla_recover.console.users import UserDB
+    from vla_recover.data.store import CONSOLE_USERS
 
-    return UserDB(store / USERS_FILE)
+    return UserDB(store / CONSOLE_USERS)
 
 
 @console_app.callback(invoke_without_command=True)

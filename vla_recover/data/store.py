@@ -6,6 +6,7 @@ Layout of a store directory::
     steps.zarr/meta/episode_ends    (E,) int64, cumulative end of each episode
     index.sqlite                    episodes, segments, names, events (see index.py)
     writer.lock                     held by the one process that writes
+    console_users.sqlite            the operator console's users, when a console serves the store
 
 Writing episodes: their steps go to zarr first (each chunk file is replaced atomically by zarr's local store), then
 one SQLite transaction inserts their rows; those rows are the commit. Readers only ever read below the committed end.
@@ -45,6 +46,31 @@ def _compressor(is_image: bool) -> BloscCodec:
     return BloscCodec(cname="zstd", clevel=3 if is_image else 5, shuffle="bitshuffle" if is_image else "shuffle")
 
 
+CONSOLE_USERS = "console_users.sqlite"  # the operator console keeps its users beside the store it serves
+STORE_ENTRIES = frozenset(
+    {_ZARR, _LOCK} | {f"{db}{suffix}" for db in (_INDEX, CONSOLE_USERS) for suffix in ("", "-wal", "-shm", "-journal")}
+)
+
+
+def foreign_entries(path: Path) -> list[str]:
+    """What a directory holds that no store puts there (sorted); a directory without an index and with any of these
+    is some other directory, not a store whose creation was interrupted."""
+    return sorted(entry.name for entry in path.iterdir() if entry.name not in STORE_ENTRIES)
+
+
+def _refuse_foreign(path: Path) -> None:
+    """Opening to write creates a store: only where there is none yet, an empty directory, or a store."""
+    if path.exists() and not path.is_dir():
+        raise SchemaError(f"{path}: is a file, not a store directory")
+    if path.is_dir() and not (path / _INDEX).exists():
+        foreign = foreign_entries(path)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise SchemaError(
+                f"{path}: not an episode store (it holds {shown}); give a new or empty directory for a new store"
+            )
+
+
 def _write_all(writes: list[Coroutine[Any, Any, None]]) -> None:
     """Run the keys' writes together on zarr's event loop: one hand-over instead of one per key, and their
     chunks compress and land concurrently (a 12-key batch of 1,200 steps: 23 -> 15 ms, 17% less CPU)."""
@@ -67,6 +93,7 @@ class EpisodeStore:
             raise FileNotFoundError(f"{self.path}: no such store")
         self._lock_file = None
         if self.writable:
+            _refuse_foreign(self.path)
             self.path.mkdir(parents=True, exist_ok=True)
             self._lock_file = self._acquire_writer_lock()
         self.index = Index(self.path / _INDEX, create=self.writable, read_only=not self.writable)
