@@ -74,3 +74,40 @@ def test_loop_presets_validate(path: Path) -> None:
 
     config = validate_config(LoopConfig, load_yaml(path), source=str(path))
     load_task_config(config.task, config.task_config or None)
+
+
+def _all_configs() -> list[type]:
+    import importlib
+    import pkgutil
+
+    import vla_recover
+    from vla_recover.config import FrozenConfig
+
+    for module in pkgutil.walk_packages(vla_recover.__path__, "vla_recover."):
+        try:
+            importlib.import_module(module.name)
+        except ImportError:  # an optional dependency this machine lacks (rclpy, LeRobot)
+            continue
+    found, stack = [], [FrozenConfig]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            found.append(sub)
+            stack.append(sub)
+    return found
+
+
+def test_every_seed_in_every_config_is_checked_non_negative() -> None:
+    """numpy refuses negative seeds deep inside a run; the config must refuse them first, naming the field."""
+    seeds = [
+        (cls, name)
+        for cls in _all_configs()
+        for name, info in cls.model_fields.items()  # type: ignore[attr-defined]
+        if "seed" in name and info.annotation in (int, int | None)
+    ]
+    assert len(seeds) >= 8, seeds
+    unchecked = [
+        f"{cls.__module__}.{cls.__name__}.{name}"
+        for cls, name in seeds
+        if not any(getattr(m, "ge", -1) >= 0 for m in cls.model_fields[name].metadata)  # type: ignore[attr-defined]
+    ]
+    assert not unchecked

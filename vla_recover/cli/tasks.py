@@ -32,7 +32,7 @@ def list_tasks() -> None:
 def render(
     task: Annotated[str, typer.Option(help="task id or name, e.g. vla_recover/LiftCube-v0")],
     out: Annotated[Path, typer.Option(help="output video, .mp4 or .gif")],
-    seed: Annotated[int, typer.Option(help="episode seed")] = 0,
+    seed: Annotated[int, typer.Option(help="episode seed", min=0)] = 0,
     size: Annotated[int, typer.Option(help="frame height and width in pixels", min=64, max=1024)] = 256,
     skill: Annotated[float, typer.Option(help="expert skill knob: 0 perfect … 1 clumsy", min=0.0, max=1.0)] = 0.0,
     failure: Annotated[str | None, typer.Option(help="inject a failure, KIND@PHASE, e.g. early_release@lift")] = None,

@@ -82,7 +82,7 @@ class CriticTrainConfig(FrozenConfig):
     min_gap: int = Field(default=1, ge=1, description="ranked pairs are at least this many steps apart")
     length_bins: int = Field(default=4, ge=1, le=100)
     held_out_fraction: float = Field(default=0.2, ge=0.0, lt=1.0)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
 
 
 def ranking_loss(early: torch.Tensor, late: torch.Tensor, temperature: float) -> torch.Tensor:

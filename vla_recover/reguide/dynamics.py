@@ -33,7 +33,7 @@ class DynamicsConfig(FrozenConfig):
     batch_size: int = Field(default=256, ge=1, le=65536)
     lr: float = Field(default=1e-3, gt=0.0, le=1.0)
     val_fraction: float = Field(default=0.1, ge=0.0, lt=1.0, description="fraction of episodes held out for validation")
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
 
 
 class LatentDynamics(nn.Module):

@@ -41,7 +41,7 @@ class PhaseConfig(FrozenConfig):
     tau: float = Field(default=0.05, gt=0.0, le=10.0, description="soft-min temperature, in normalised-state units")
     lower_percentile: float = Field(default=30.0, ge=0.0, le=100.0, description="below: in distribution, unguided")
     upper_percentile: float = Field(default=90.0, ge=0.0, le=100.0, description="above: too far, no guidance")
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> PhaseConfig:

@@ -59,7 +59,7 @@ class TrainConfig(FrozenConfig):
     grad_clip: float = Field(default=1.0, gt=0.0)
     ema: bool = True
     ema_power: float = Field(default=0.75, gt=0.0, le=1.0)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     log_every: int = Field(default=25, ge=1)
     save_every: int = Field(default=1000, ge=1)
     eval_every: int = Field(default=0, ge=0, description="closed-loop evaluation period in steps; 0: only at the end")

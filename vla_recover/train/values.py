@@ -21,7 +21,7 @@ class ValueTrainConfig(FrozenConfig):
     batch_size: int = Field(default=512, ge=1, le=65_536)
     lr: float = Field(default=1e-3, gt=0.0, le=1.0)
     weight_decay: float = Field(default=1e-4, ge=0.0)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
 
 
 class ValueNet(nn.Module):
