@@ -134,7 +134,9 @@ def test_takeover_drive_rewind_and_hand_back_only_as_the_lease_holder(console: d
     too_long = tess.post("/api/robots/sim00/command", json={"action": [0.0] * 9}, headers=tess_csrf)
     assert too_long.status_code == 422 and too_long.json()["error"].startswith("action: ")  # the fleet's own check
     out_of_range = tess.post("/api/robots/sim00/command", json={"action": [0, 0, 7, 0, 0]}, headers=tess_csrf)
-    assert out_of_range.status_code == 422
+    assert out_of_range.status_code == 422 and out_of_range.json()["error"].startswith("action: out of range")
+    not_numbers = tess.post("/api/robots/sim00/command", json={"action": None}, headers=tess_csrf)
+    assert not_numbers.status_code == 422 and not_numbers.json()["error"].startswith("action: ")
     with tess.websocket_connect("/ws", headers={"origin": ORIGIN}) as socket:
         assert socket.receive_json()["type"] == "fleet"
         socket.send_text("not json")
@@ -208,6 +210,18 @@ def test_episodes_are_listed_filtered_and_shown_with_their_segments(console: dic
     assert len(shown["progress"]) == shown["length"] and shown["segments"][0]["kind"] in ("autonomous", "intervention")
     assert viewer.get("/api/episodes/999999").status_code == 404
     assert viewer.get("/api/episodes/abc").status_code == 422
+
+
+def test_ids_and_limits_out_of_range_are_refused_naming_them(console: dict[str, Any]) -> None:
+    viewer, _ = client(console, "vera")
+    beyond_sqlite = viewer.get("/api/episodes/99999999999999999999999")  # past SQLite's 64-bit integers
+    assert beyond_sqlite.status_code == 404 and beyond_sqlite.json()["error"].startswith("episode: no episode 9999")
+    assert viewer.get("/api/episodes/-1").status_code == 404
+    for limit in ("0", "-1", "5001"):
+        refused = viewer.get(f"/api/episodes?limit={limit}")
+        assert refused.status_code == 422 and refused.json()["error"] == f"limit: {limit} is not between 1 and 5000"
+    no_runs = viewer.get("/api/runs/some_run")  # this console was built without a folder of loop runs
+    assert no_runs.status_code == 404 and "without a folder of loop runs" in no_runs.json()["error"]
 
 
 def test_episodes_filter_by_who_acted_and_a_floor_operator_relabels_a_segment(console: dict[str, Any]) -> None:

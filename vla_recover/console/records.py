@@ -45,7 +45,7 @@ class open_store:
 
 
 def episode_row(store: Any, episode_id: int) -> Any:
-    rows = store.index.episodes("id = ?", (episode_id,))
+    rows = store.index.episodes("id = ?", (episode_id,)) if 0 <= episode_id < 2**63 else []  # SQLite's integers
     if not rows:
         raise ApiError(404, f"episode: no episode {episode_id}")
     return rows[0]
@@ -97,6 +97,8 @@ def loop_runs(directory: Path | None) -> list[Path]:
 
 
 def loop_run(directory: Path | None, name: str) -> Path:
+    if directory is None:
+        raise ApiError(404, "run: this console was started without a folder of loop runs (--runs)")
     runs = {path.name: path for path in loop_runs(directory)}
     if name not in runs:
         raise ApiError(404, f"run: no loop run {name!r} in {directory} ({', '.join(sorted(runs)) or 'none'})")

@@ -214,6 +214,8 @@ def build_app(
             limit = int(request.query_params.get("limit", "200"))
         except ValueError:
             raise ApiError(422, f"limit: {request.query_params['limit']!r} is not a whole number") from None
+        if not 1 <= limit <= 5000:
+            raise ApiError(422, f"limit: {limit} is not between 1 and 5000")
         actors = request.query_params.get("actors")
         if actors not in (None, "", "autonomous", "intervened"):
             raise ApiError(422, f"actors: {actors!r} is not autonomous or intervened")
@@ -222,7 +224,7 @@ def build_app(
             if actors:
                 intervened = {s.episode for s in store.index.segments() if s.kind == "intervention"}
                 rows = [r for r in rows if (r.id in intervened) == (actors == "intervened")]
-        return JSONResponse([episode_card(row) for row in rows[-max(1, min(limit, 5000)) :]])
+        return JSONResponse([episode_card(row) for row in rows[-limit:]])
 
     async def episode(request: Request) -> Response:
         console.caller(request, "view")

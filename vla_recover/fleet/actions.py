@@ -65,8 +65,9 @@ class ActionGate:
         """The action as a float array; ValueError for a wrong shape, NaN/Inf or a value outside [-1, 1]."""
         try:
             action = checked_action(action, self.action_dim)  # the tasks' own shape and NaN/Inf check
-        except TypeError as problem:
-            raise ValueError(str(problem)) from None
+        except (TypeError, ValueError) as problem:  # numpy's own (not a number, None) do not name the field
+            message = str(problem)
+            raise ValueError(message if message.startswith("action:") else f"action: {message}") from None
         check_range(action)
         return action
 

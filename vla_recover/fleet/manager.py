@@ -148,7 +148,7 @@ class FleetManager:
             checked = self.gate.checked(action)
         except ValueError as problem:
             self.gate.reject(slot, "human", problem)
-            raise ValueError(f"action: {problem}") from None
+            raise
         slot.device.push(checked)
 
     def renew_lease(self, robot: str, token: str) -> Lease:
