@@ -220,6 +220,9 @@ def test_ids_and_limits_out_of_range_are_refused_naming_them(console: dict[str, 
     for limit in ("0", "-1", "5001"):
         refused = viewer.get(f"/api/episodes?limit={limit}")
         assert refused.status_code == 422 and refused.json()["error"] == f"limit: {limit} is not between 1 and 5000"
+    tess, csrf = client(console, "tess")
+    unknown = tess.post("/api/robots/sim99/command", json={"action": [0, 0, 0, 0, 0]}, headers=csrf)
+    assert unknown.status_code == 404 and unknown.json()["error"].startswith("robot: no robot 'sim99'")
     no_runs = viewer.get("/api/runs/some_run")  # this console was built without a folder of loop runs
     assert no_runs.status_code == 404 and "without a folder of loop runs" in no_runs.json()["error"]
 

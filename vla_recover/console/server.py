@@ -379,6 +379,11 @@ def _operation(console: Console, user: User, robot: str, action: str, body: dict
     from vla_recover.teleop.devices import RemoteDevice
 
     name = user.name
+    if robot != "all":  # an unknown robot is a 404 before any lease or body is looked at
+        try:
+            console.fleet().fleet.slot(robot)
+        except KeyError as exc:
+            raise _fleet_error(exc) from None
     if action in ("request_takeover", "reset", "pause", "resume"):
         reason = str(body.get("reason", ""))[:200]
         calls: dict[str, Callable[[Any], Any]] = {
