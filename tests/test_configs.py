@@ -111,3 +111,37 @@ def test_every_seed_in_every_config_is_checked_non_negative() -> None:
         if not any(getattr(m, "ge", -1) >= 0 for m in cls.model_fields[name].metadata)  # type: ignore[attr-defined]
     ]
     assert not unchecked
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"critic": {"steps": -5}}, "field 'critic.steps': got -5"),
+        ({"fleet": {"robots": "many"}}, "field 'fleet.robots': got 'many'"),
+        ({"base_train": {"policy_config": {"down_dims": 3}}}, "field 'base_train.policy_config.down_dims': got 3"),
+        ({"retrain": {"steps": 0}}, "field 'retrain.steps': got 0"),
+        ({"weighter_configs": {"habc": {"viability": {"steps": -1}}}}, "field 'weighter_configs.habc.viability.steps'"),
+        ({"weighter_configs": {"nope": {}}}, "weighter_configs: no weighter 'nope'; valid choices: awr, bc"),
+    ],
+)
+def test_a_loop_config_names_the_full_path_of_a_bad_nested_field(raw: dict[str, object], expected: str) -> None:
+    from vla_recover.config import ConfigError
+    from vla_recover.loop.config import LoopConfig
+
+    with pytest.raises(ConfigError) as excinfo:
+        validate_config(LoopConfig, raw, source="loop.yaml")
+    assert excinfo.value.problems[0].startswith(expected), excinfo.value.problems
+
+
+def test_a_train_config_checks_its_policy_config_when_it_is_built() -> None:
+    from vla_recover.config import ConfigError
+    from vla_recover.train.trainer import TrainConfig
+
+    with pytest.raises(ConfigError) as excinfo:
+        validate_config(TrainConfig, {"policy": "flow", "policy_config": {"down_dims": "big", "nope": 1}})
+    assert excinfo.value.problems == [
+        "field 'policy_config.down_dims': got 'big'; Input should be a valid tuple",
+        "field 'policy_config.nope': unknown field (value 1)",
+    ]
+    with pytest.raises(ConfigError, match="field 'policy': got 'nosuch'; valid choices: diffusion, flow"):
+        validate_config(TrainConfig, {"policy": "nosuch"})

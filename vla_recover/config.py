@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["ConfigError", "FrozenConfig", "load_yaml", "validate_config"]
+__all__ = ["ConfigError", "FrozenConfig", "NestedConfigError", "load_yaml", "validate_config", "validate_nested"]
 
 C = TypeVar("C", bound=BaseModel)
 
@@ -29,13 +29,38 @@ class ConfigError(ValueError):
         super().__init__(f"invalid config {source}:\n{lines}")
 
 
-def _describe(error: dict[str, Any]) -> str:
-    field = ".".join(str(part) for part in error["loc"]) or "(root)"
-    if error["type"] == "extra_forbidden":
-        return f"field {field!r}: unknown field (value {error['input']!r})"
-    if error["type"] == "missing":
-        return f"field {field!r}: required but missing"
-    return f"field {field!r}: got {error['input']!r}; {error['msg']}"
+class NestedConfigError(ValueError):
+    """What is wrong with a config held inside another, raised from the outer one's checks: ``problems`` pairs a
+    field path (within the nested config; None for a whole-config check) with what is wrong there."""
+
+    def __init__(self, problems: list[tuple[str | None, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(_line(path, text) for path, text in problems))
+
+
+def _line(path: str | None, text: str) -> str:
+    return f"field {path!r}: {text}" if path else text
+
+
+def _problems(errors: list[Any], within: str = "") -> list[tuple[str | None, str]]:
+    """(field path, what is wrong) for each of pydantic's errors, paths prefixed with ``within``."""
+    problems: list[tuple[str | None, str]] = []
+    for error in errors:
+        path = ".".join(str(part) for part in (within, *error["loc"]) if part != "")
+        cause = error.get("ctx", {}).get("error")
+        if isinstance(cause, NestedConfigError):  # a nested config's own problems, under this path
+            problems += [
+                (".".join(p for p in (path, inner or "") if p) or None, text) for inner, text in cause.problems
+            ]
+        elif not error["loc"] and error["type"] == "value_error":  # a whole-config check: its message names fields
+            problems.append((within or None, str(error["msg"]).removeprefix("Value error, ")))
+        elif error["type"] == "extra_forbidden":
+            problems.append((path, f"unknown field (value {error['input']!r})"))
+        elif error["type"] == "missing":
+            problems.append((path, "required but missing"))
+        else:
+            problems.append((path or "(root)", f"got {error['input']!r}; {error['msg']}"))
+    return problems
 
 
 def validate_config(cls: type[C], data: Any, source: str = "<dict>") -> C:
@@ -49,7 +74,18 @@ def validate_config(cls: type[C], data: Any, source: str = "<dict>") -> C:
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, [_describe(dict(e)) for e in exc.errors()]) from None
+        raise ConfigError(source, [_line(path, text) for path, text in _problems(exc.errors())]) from None
+
+
+def validate_nested(cls: type[C], data: Any, field: str) -> C:
+    """A config held as a plain mapping inside another (a policy's, a weighter's), checked with the outer one:
+    a `NestedConfigError` whose problems name ``field.<sub-field>``, which the outer validation reports as its own."""
+    if not isinstance(data, dict):
+        raise NestedConfigError([(field, f"expected a mapping of fields, got {type(data).__name__} {data!r}")])
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise NestedConfigError(_problems(exc.errors(), field)) from None
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

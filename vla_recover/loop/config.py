@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from vla_recover.config import FrozenConfig, validate_config
+from vla_recover.config import FrozenConfig, validate_nested
 from vla_recover.critic.segmenter import SegmenterConfig
 from vla_recover.critic.train import CriticTrainConfig
 from vla_recover.envs import checked_task
@@ -16,6 +16,7 @@ from vla_recover.fleet.config import FleetConfig
 from vla_recover.loop.promotion import PromotionConfig
 from vla_recover.train.dataset import DatasetConfig
 from vla_recover.train.trainer import TrainConfig
+from vla_recover.train.weighting import WEIGHTERS
 
 __all__ = ["BASE_FIELDS", "FIRST_ROUND_FIELDS", "METHODS", "EvalConfig", "LoopConfig"]
 
@@ -138,7 +139,8 @@ class LoopConfig(FrozenConfig):
 
     def train_config(self, data: Path, out: Path, retrain: bool, **loop_fields: Any) -> TrainConfig:
         raw = {**self.base_train, **(self.retrain if retrain else {})}
-        return validate_config(TrainConfig, {**raw, "data": data, "out": out, **loop_fields}, source="loop train")
+        section = "retrain" if retrain else "base_train"  # base_train is checked first, so its errors name it
+        return validate_nested(TrainConfig, {**raw, "data": data, "out": out, **loop_fields}, section)
 
     def fleet_config(
         self, store: Path, policy: Path, round_index: int, tags: dict[str, Any], critic: Path | None = None
@@ -152,14 +154,14 @@ class LoopConfig(FrozenConfig):
             raw.update(critic=critic, floor_operator={**self.fleet.get("floor_operator", {}), "detector": "critic"})
         raw["seed"] = int(self.fleet.get("seed", 0)) + round_index * self.fleet_seed_stride
         raw.update(store=store, policy=policy, constant_action=None, episode_tags=tags)
-        return validate_config(FleetConfig, raw, source="loop fleet")
+        return validate_nested(FleetConfig, raw, "fleet")
 
     def dataset_config(self, demo_share: float | None = None) -> DatasetConfig:
         raw = {**METHODS[self.method], **self.weighting}
         raw["weighter_config"] = self.weighter_configs.get(raw["weighter"], {})
         if demo_share is not None:
             raw["demo_share"] = demo_share
-        return validate_config(DatasetConfig, raw, source="loop weighting")
+        return validate_nested(DatasetConfig, raw, "weighting")
 
     @model_validator(mode="after")
     def _parts_valid(self) -> LoopConfig:
@@ -186,14 +188,18 @@ class LoopConfig(FrozenConfig):
             raise ValueError("seed_first_round: needs seed_from (the run whose first round to take)")
         if self.seed_first_round and self.method == "reguide":
             raise ValueError("seed_first_round: reguide's rollouts are guided, its own; it cannot take another's")
-        validate_config(CriticTrainConfig, self.critic, source="loop critic")
+        validate_nested(CriticTrainConfig, self.critic, "critic")
         if "weighter_config" in self.weighting:
             raise ValueError("weighting.weighter_config: give it per weighter in weighter_configs")
         for name, values in self.weighter_configs.items():
-            validate_config(DatasetConfig, {"weighter": name, "weighter_config": values}, source="weighter_configs")
+            if name not in WEIGHTERS:
+                raise ValueError(
+                    f"weighter_configs: no weighter {name!r}; valid choices: {', '.join(WEIGHTERS.names())}"
+                )
+            validate_nested(WEIGHTERS.get(name).config_cls, values, f"weighter_configs.{name}")
         self.dataset_config()
         if self.method == "reguide":
             from vla_recover.reguide import ReGuideConfig
 
-            validate_config(ReGuideConfig, self.reguide.guidance, source="loop reguide.guidance")
+            validate_nested(ReGuideConfig, self.reguide.guidance, "reguide.guidance")
         return self

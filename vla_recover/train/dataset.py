@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from vla_recover.config import FrozenConfig
+from vla_recover.config import FrozenConfig, validate_nested
 from vla_recover.critic.metrics import ground_truth_segments
 from vla_recover.critic.retention import KEEP, RetentionConfig, retention_labels
 from vla_recover.data import EpisodeStore
@@ -45,7 +45,7 @@ class DatasetConfig(FrozenConfig):
     def _weighter_known(self) -> DatasetConfig:
         if self.weighter not in WEIGHTERS:
             raise ValueError(f"weighter: got {self.weighter!r}; valid choices: {', '.join(WEIGHTERS.names())}")
-        WEIGHTERS.get(self.weighter).config_cls.model_validate(self.weighter_config)
+        validate_nested(WEIGHTERS.get(self.weighter).config_cls, self.weighter_config, "weighter_config")
         return self
 
 

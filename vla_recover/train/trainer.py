@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 from safetensors.torch import load_file, save_file
 
-from vla_recover.config import FrozenConfig
+from vla_recover.config import FrozenConfig, validate_nested
 from vla_recover.data import EpisodeStore, WindowSampler, WindowSpec
 from vla_recover.policies import POLICIES, Policy, build_policy
 from vla_recover.policies.common.checkpoint import save_policy
@@ -69,6 +69,13 @@ class TrainConfig(FrozenConfig):
     threads: int = Field(default=0, ge=0, description="torch CPU threads; 0: torch's default")
     compile: bool = Field(default=False, description="torch.compile the denoiser: ~1 min once, then faster steps")
 
+    @model_validator(mode="after")
+    def _policy_config_fits(self) -> TrainConfig:
+        if self.policy not in POLICIES:
+            raise ValueError(f"field 'policy': got {self.policy!r}; valid choices: {', '.join(POLICIES.names())}")
+        validate_nested(POLICIES.get(self.policy).config_cls, self.policy_config, "policy_config")
+        return self
+
 
 def make_optimizer(policy: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
     """AdamW as every policy trains with it; the fused kernel saves ~5% of a CPU training step."""
@@ -77,8 +84,6 @@ def make_optimizer(policy: torch.nn.Module, lr: float, weight_decay: float) -> t
 
 class Trainer:
     def __init__(self, config: TrainConfig) -> None:
-        if config.policy not in POLICIES:
-            POLICIES.get(config.policy)  # raises, listing the valid names
         self.config = config
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -86,7 +91,9 @@ class Trainer:
         self.store = EpisodeStore(config.data)
         if len(self.store) == 0:
             raise ValueError(f"data: store {config.data} holds no episodes")
-        policy_cls_config = POLICIES.get(config.policy).config_cls.model_validate(config.policy_config)
+        policy_cls_config = validate_nested(
+            POLICIES.get(config.policy).config_cls, config.policy_config, "policy_config"
+        )
         specs = self.store.specs()
         keys = ([policy_cls_config.state_key] if policy_cls_config.state_key else []) + list(
             policy_cls_config.image_keys
