@@ -131,6 +131,35 @@ def test_a_store_is_created_only_in_a_new_or_empty_directory_or_one_a_store_left
         assert len(EpisodeStore(tmp_path / name)) == 1
 
 
+def test_a_failed_key_write_raises_only_once_every_other_key_has_landed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from zarr.core.array import AsyncArray
+
+    store = EpisodeStore(tmp_path / "s", mode="a")
+    store.append_episode(synthetic_episode(0))
+    setitem, landed = AsyncArray.setitem, []
+
+    async def slow_or_failing(self: AsyncArray, selection: object, value: object) -> None:  # type: ignore[type-arg]
+        if self.path.endswith("data/action"):
+            raise OSError("disk full")
+        await asyncio.sleep(0.05)
+        await setitem(self, selection, value)
+        landed.append(self.path)
+
+    monkeypatch.setattr(AsyncArray, "setitem", slow_or_failing)
+    with pytest.raises(OSError, match="disk full"):
+        store.append_episode(synthetic_episode(1))
+    assert len(landed) == len(store.data_keys()) - 1  # none still in flight to land over the next batch
+    monkeypatch.undo()
+    store.append_episode(synthetic_episode(2))
+    assert len(store) == 2
+    assert_episode_equal(store, 1, synthetic_episode(2))
+    store.close()
+
+
 def test_other_schema_version_fails_clearly(tmp_path: Path) -> None:
     with EpisodeStore(tmp_path / "s", mode="a") as store:
         store.append_episode(synthetic_episode(0))

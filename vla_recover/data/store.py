@@ -73,12 +73,15 @@ def _refuse_foreign(path: Path) -> None:
 
 def _write_all(writes: list[Coroutine[Any, Any, None]]) -> None:
     """Run the keys' writes together on zarr's event loop: one hand-over instead of one per key, and their
-    chunks compress and land concurrently (a 12-key batch of 1,200 steps: 23 -> 15 ms, 17% less CPU)."""
+    chunks compress and land concurrently (low-dim batches write about 40% faster). Every write has finished when
+    this returns or raises: one left running after a failure could land over the next batch's chunks."""
 
-    async def gather() -> None:
-        await asyncio.gather(*writes)
+    async def gather() -> list[Any]:
+        return await asyncio.gather(*writes, return_exceptions=True)
 
-    zarr_sync(gather())
+    failed = [result for result in zarr_sync(gather()) if isinstance(result, BaseException)]
+    if failed:
+        raise failed[0]
 
 
 class EpisodeStore:
