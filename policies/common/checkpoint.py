@@ -18,7 +18,7 @@ from torch import nn
 from vla_recover.policies.common.base import Policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
-__all__ = ["CHECKPOINT_SCHEMA", "load_policy", "load_weights", "save_policy", "save_weights"]
+__all__ = ["CHECKPOINT_SCHEMA", "load_policy", "load_weights", "read_checkpoint_config", "save_policy", "save_weights"]
 
 CHECKPOINT_SCHEMA = 1
 _EMBEDDINGS = "__instruction_embeddings__"
@@ -41,6 +41,17 @@ def save_policy(policy: Policy, directory: str | Path, embedder: SentenceEmbedde
     return directory
 
 
+def read_checkpoint_config(path: Path) -> dict[str, Any]:
+    """A checkpoint's config.json as a mapping, or a ValueError naming the file."""
+    try:
+        config = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(config).__name__}")
+    return config
+
+
 def load_policy(directory: str | Path) -> tuple[Policy, SentenceEmbedder, dict[str, Any]]:
     """The policy (in eval mode), its instruction embedder with the saved cache, and the raw config."""
     from vla_recover.policies import build_policy
@@ -51,7 +62,11 @@ def load_policy(directory: str | Path) -> tuple[Policy, SentenceEmbedder, dict[s
         inside = directory / "policy"  # a training run folder keeps its final policy here
         hint = f"; the training run's policy is {inside}" if (inside / "config.json").is_file() else ""
         raise FileNotFoundError(f"{config_path}: not a policy checkpoint (no config.json){hint}")
-    config = json.loads(config_path.read_text())
+    config = read_checkpoint_config(config_path)
+    missing = [key for key in ("policy", "config", "shapes", "action_dim", "instructions") if key not in config]
+    if missing:
+        kind = f" (a {config['kind']} checkpoint)" if "kind" in config else ""
+        raise ValueError(f"{config_path}: not a policy checkpoint{kind}; it has no {', '.join(missing)}")
     version = config.get("schema_version")
     if version != CHECKPOINT_SCHEMA:
         raise ValueError(f"{config_path}: checkpoint schema {version}, this vla_recover reads {CHECKPOINT_SCHEMA}")

@@ -105,6 +105,31 @@ def test_config_files_that_are_not_a_mapping_of_fields_are_rejected_naming_the_f
     assert f"invalid config {config}" in result.output and expected in result.output
 
 
+def test_an_output_path_under_a_file_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "a_file").write_text("mine")
+    result = runner.invoke(app, ["render", "--task", "LiftCube", "--out", str(tmp_path / "a_file" / "x.mp4")])
+    assert result.exit_code == 2 and "File exists" in result.output and "Traceback" not in result.output
+    assert (tmp_path / "a_file").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ('{"kind": "progress_critic", "schema_version": 1}', "not a policy checkpoint (a progress_critic checkpoint)"),
+        ("{broken", "config.json: not valid JSON"),
+        ("[1, 2]", "config.json: expected a JSON object, got list"),
+    ],
+)
+def test_eval_names_what_is_wrong_with_a_directory_that_is_not_a_policy(
+    tmp_path: Path, config: str, expected: str
+) -> None:
+    (tmp_path / "config.json").write_text(config)
+    result = runner.invoke(
+        app, ["eval", "--task", "LiftCube", "--policy", str(tmp_path), "--episodes", "1"], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 2 and expected in result.output, result.output
+
+
 def test_collect_rejects_an_unknown_task_listing_valid_ids() -> None:
     result = runner.invoke(app, ["collect", "--task", "Stack"], env={"COLUMNS": "300"})
     assert result.exit_code == 2

@@ -30,7 +30,8 @@ def user_errors() -> Iterator[None]:
     """Bad configs, names and values end the command with their message, not a traceback."""
     try:
         yield
-    except (ConfigError, UnknownNameError, ValueError, FileNotFoundError) as exc:
+    except (ConfigError, UnknownNameError, ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
+            IsADirectoryError, PermissionError) as exc:  # fmt: skip  # a path the user gave that cannot be used
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(code=2) from None
 

@@ -19,7 +19,7 @@ from torch import nn
 
 from vla_recover.config import FrozenConfig, validate_config
 from vla_recover.critic.data import non_finite_step
-from vla_recover.policies.common.checkpoint import load_weights, save_weights
+from vla_recover.policies.common.checkpoint import load_weights, read_checkpoint_config, save_weights
 from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder, SentenceEmbedder
 from vla_recover.policies.common.normalizer import Normalizer
 
@@ -161,7 +161,7 @@ class ProgressCritic:
         path = directory / "config.json"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: not a critic checkpoint (no config.json)")
-        raw = json.loads(path.read_text())
+        raw = read_checkpoint_config(path)
         if raw.get("kind") != "progress_critic" or raw.get("schema_version") != CRITIC_SCHEMA:
             raise ValueError(
                 f"{path}: kind {raw.get('kind')!r} schema {raw.get('schema_version')}; "
