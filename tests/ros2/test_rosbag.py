@@ -49,6 +49,19 @@ def test_an_episode_round_trips_through_a_bag(tmp_path: Path, storage: str) -> N
     assert segments == [(0, 6, "autonomous"), (6, 12, "intervention")]
 
 
+def test_a_bag_with_broken_metadata_or_storage_is_a_value_error_naming_it(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "a", mode="a") as store:
+        store.append_episodes([episode()])
+        export_episode_bag(store, 0, tmp_path / "bag", storage="sqlite3")
+    database = next((tmp_path / "bag").glob("*.db3"))
+    database.write_bytes(database.read_bytes()[:3000])
+    with pytest.raises(ValueError, match=r"bag: .*bag cannot be read \(.*malformed"):
+        read_bag(tmp_path / "bag")
+    (tmp_path / "bag" / "metadata.yaml").write_text("- not the metadata\n")
+    with pytest.raises(ValueError, match=r"bag: .*bag cannot be read \(Invalid bag metadata"):
+        read_bag(tmp_path / "bag")
+
+
 def test_a_robot_recording_imports_with_a_topic_map(tmp_path: Path) -> None:
     from rosbags.rosbag2 import Writer
 

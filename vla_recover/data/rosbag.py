@@ -78,15 +78,18 @@ def export_episode_bag(
 
 def _messages(bag: Path) -> dict[str, list[tuple[int, Any]]]:
     """topic → [(timestamp ns, decoded value)], in time order."""
-    from rosbags.rosbag2 import Reader
+    from rosbags.rosbag2 import Reader, ReaderError
 
     if not (bag / "metadata.yaml").is_file():
         raise FileNotFoundError(f"bag: {bag} is not a rosbag2 directory (no metadata.yaml)")
     by_topic: dict[str, list[tuple[int, Any]]] = {}
-    with Reader(bag) as reader:
-        for connection, stamp, raw in reader.messages():
-            value = from_message(decode(raw, connection.msgtype), connection.msgtype)
-            by_topic.setdefault(connection.topic, []).append((stamp, value))
+    try:
+        with Reader(bag) as reader:
+            for connection, stamp, raw in reader.messages():
+                value = from_message(decode(raw, connection.msgtype), connection.msgtype)
+                by_topic.setdefault(connection.topic, []).append((stamp, value))
+    except ReaderError as exc:  # a broken metadata.yaml or storage file
+        raise ValueError(f"bag: {bag} cannot be read ({exc})") from None
     for messages in by_topic.values():
         messages.sort(key=lambda item: item[0])
     return by_topic
