@@ -182,3 +182,16 @@ def test_a_failing_callback_is_logged_and_a_closed_transport_refuses_new_topics(
     assert time.monotonic() - started < 1.0
     with pytest.raises(RuntimeError, match="/chatter: the transport is closed"):
         transport.subscribe("/chatter", idl.String, fail)
+
+
+def test_the_domain_comes_from_ros_domain_id_as_ros2_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vla_recover.ros2.transport import ros_domain_id
+
+    monkeypatch.setenv("ROS_DOMAIN_ID", "42")
+    assert ros_domain_id() == 42
+    monkeypatch.delenv("ROS_DOMAIN_ID")
+    assert ros_domain_id() == 0
+    for bad, message in (("forty", "'forty' is not a whole number"), ("300", "300 is outside 0-232")):
+        monkeypatch.setenv("ROS_DOMAIN_ID", bad)
+        with pytest.raises(ValueError, match=f"ROS_DOMAIN_ID: {message}"):
+            ros_domain_id()

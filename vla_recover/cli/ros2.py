@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -20,7 +21,9 @@ ros2_app = typer.Typer(help="Run a policy on a robot over ROS 2.", no_args_is_he
 def serve(
     policy: Annotated[Path, typer.Option(help="policy checkpoint directory")],
     config: Annotated[Path, typer.Option(help="node YAML (configs/ros2/*.yaml)")],
-    domain_id: Annotated[int, typer.Option(help="ROS_DOMAIN_ID", min=0, max=232)] = 0,
+    domain_id: Annotated[
+        int | None, typer.Option(help="ROS_DOMAIN_ID (default: the environment's, else 0)", min=0, max=232)
+    ] = None,
     dds_config: Annotated[Path | None, typer.Option(help="Cyclone DDS XML (e.g. loopback only)")] = None,
     seconds: Annotated[float | None, typer.Option(help="stop after this long (default: until Ctrl-C)")] = None,
     transport: Annotated[str, typer.Option(help="auto (rclpy when installed, else dds), rclpy or dds")] = "auto",
@@ -43,6 +46,8 @@ def serve(
             )
         if transport not in ("auto", "rclpy", "dds"):
             raise ValueError(f"transport: {transport!r} is not auto, rclpy or dds")
+        if domain_id is not None:  # rclpy reads the domain from the environment only
+            os.environ["ROS_DOMAIN_ID"] = str(domain_id)
         if transport == "rclpy" or (transport == "auto" and importlib.util.find_spec("rclpy") is not None):
             from vla_recover.ros2.rclpy_transport import RclpyTransport
 

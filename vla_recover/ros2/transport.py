@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-__all__ = ["DdsTransport", "Transport", "dds_topic"]
+__all__ = ["DdsTransport", "Transport", "dds_topic", "ros_domain_id"]
 
 Profile = Literal["default", "sensor_data"]
 
@@ -106,15 +106,30 @@ class _Dispatcher:
             self.thread.join(timeout=5.0)
 
 
+def ros_domain_id() -> int:
+    """``ROS_DOMAIN_ID`` from the environment, as ROS 2 itself reads it; 0 when unset."""
+    raw = os.environ.get("ROS_DOMAIN_ID", "").strip()
+    if not raw:
+        return 0
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"ROS_DOMAIN_ID: {raw!r} is not a whole number") from None
+    if not 0 <= value <= 232:
+        raise ValueError(f"ROS_DOMAIN_ID: {value} is outside 0-232")
+    return value
+
+
 class DdsTransport:
-    """Cyclone DDS on ``domain_id``; ``config`` is a Cyclone XML file (e.g. a loopback-only one for tests).
+    """Cyclone DDS on ``domain_id`` (default: ``ROS_DOMAIN_ID``, else 0); ``config`` is a Cyclone XML file (e.g. a
+    loopback-only one for tests).
 
     Callbacks run on one dispatch thread of this transport that waits on a DDS waitset, never on Cyclone's own
     threads. Cyclone's listeners run Python on its delivery threads, and a write from a thread holding the GIL
     waits for a listener in progress on a reader in the same process, which waits for the GIL: the process hangs.
     """
 
-    def __init__(self, domain_id: int = 0, config: str | Path | None = None) -> None:
+    def __init__(self, domain_id: int | None = None, config: str | Path | None = None) -> None:
         if config is not None:
             path = Path(config).resolve()
             if not path.is_file():
@@ -122,7 +137,7 @@ class DdsTransport:
             os.environ["CYCLONEDDS_URI"] = f"file://{path}"
         from cyclonedds.domain import DomainParticipant
 
-        self.participant: Any = DomainParticipant(domain_id)
+        self.participant: Any = DomainParticipant(ros_domain_id() if domain_id is None else domain_id)
         self._topics: dict[str, Any] = {}
         self._writers: list[Any] = []
         self._lock = threading.Lock()
