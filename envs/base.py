@@ -62,7 +62,10 @@ def gripper_command(target: float) -> float:
 
 def checked_action(action: np.ndarray, dim: int) -> np.ndarray:
     """The action as a flat float64 array, or a ValueError naming what is wrong with it."""
-    action = np.asarray(action, dtype=np.float64).reshape(-1)
+    try:
+        action = np.asarray(action, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:  # strings, mappings, ragged lists: numpy's message names no field
+        raise ValueError(f"action: not an array of numbers ({exc})") from None
     if action.shape != (dim,):
         raise ValueError(f"action: expected shape ({dim},), got {action.shape}")
     if not np.all(np.isfinite(action)):
