@@ -73,8 +73,12 @@ class TrainConfig(FrozenConfig):
     def _policy_config_fits(self) -> TrainConfig:
         if self.policy not in POLICIES:
             raise ValueError(f"field 'policy': got {self.policy!r}; valid choices: {', '.join(POLICIES.names())}")
-        validate_nested(POLICIES.get(self.policy).config_cls, self.policy_config, "policy_config")
+        self.policy_settings()
         return self
+
+    def policy_settings(self) -> Any:
+        """``policy_config`` as the policy's own config class."""
+        return validate_nested(POLICIES.get(self.policy).config_cls, self.policy_config, "policy_config")
 
 
 def make_optimizer(policy: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
@@ -91,9 +95,7 @@ class Trainer:
         self.store = EpisodeStore(config.data)
         if len(self.store) == 0:
             raise ValueError(f"data: store {config.data} holds no episodes")
-        policy_cls_config = validate_nested(
-            POLICIES.get(config.policy).config_cls, config.policy_config, "policy_config"
-        )
+        policy_cls_config = config.policy_settings()
         specs = self.store.specs()
         keys = ([policy_cls_config.state_key] if policy_cls_config.state_key else []) + list(
             policy_cls_config.image_keys
