@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from vla_recover.data.schema import ACTORS
-from vla_recover.data.store import EpisodeStore, foreign_entries
+from vla_recover.data.store import EpisodeStore, not_a_store
 
 __all__ = ["CheckReport", "check_store", "store_summary"]
 
@@ -31,9 +31,9 @@ def check_store(path: str | Path) -> CheckReport:
     """Open read-only and check: schema, index, contiguity, every committed chunk decodes, segment bounds."""
     report = CheckReport()
     if Path(path).is_dir() and not (Path(path) / "index.sqlite").exists():
-        foreign = foreign_entries(Path(path))
-        if foreign:
-            report.problems.append(f"{path}: not an episode store (no index; it holds {', '.join(foreign[:5])})")
+        problem = not_a_store(Path(path))
+        if problem:
+            report.problems.append(problem)
             return report
         report.warnings.append(
             "no index: an empty store whose creation was interrupted; opening it to write completes it"

@@ -52,23 +52,25 @@ STORE_ENTRIES = frozenset(
 )
 
 
-def foreign_entries(path: Path) -> list[str]:
-    """What a directory holds that no store puts there (sorted); a directory without an index and with any of these
-    is some other directory, not a store whose creation was interrupted."""
-    return sorted(entry.name for entry in path.iterdir() if entry.name not in STORE_ENTRIES)
+def not_a_store(path: Path) -> str | None:
+    """Why the directory ``path`` is some other directory, not a store (nor one whose creation was interrupted):
+    it has no index and holds what no store puts there; None when it could be a store."""
+    if (path / _INDEX).exists():
+        return None
+    foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in STORE_ENTRIES)
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+    return f"{path}: not an episode store (it holds {shown})"
 
 
 def _refuse_foreign(path: Path) -> None:
     """Opening to write creates a store: only where there is none yet, an empty directory, or a store."""
     if path.exists() and not path.is_dir():
         raise SchemaError(f"{path}: is a file, not a store directory")
-    if path.is_dir() and not (path / _INDEX).exists():
-        foreign = foreign_entries(path)
-        if foreign:
-            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-            raise SchemaError(
-                f"{path}: not an episode store (it holds {shown}); give a new or empty directory for a new store"
-            )
+    problem = not_a_store(path) if path.is_dir() else None
+    if problem:
+        raise SchemaError(f"{problem}; give a new or empty directory for a new store")
 
 
 def _write_all(writes: list[Coroutine[Any, Any, None]]) -> None:
