@@ -131,6 +131,31 @@ def test_a_store_is_created_only_in_a_new_or_empty_directory_or_one_a_store_left
         assert len(EpisodeStore(tmp_path / name)) == 1
 
 
+def test_a_reader_during_creation_finds_no_store_or_a_whole_empty_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index is created last: a reader polling a store another process is creating never meets a half-made
+    one (it used to find the index before the steps group and fail in zarr)."""
+    import vla_recover.data.index as index_module
+
+    create, seen = index_module._create_atomically, []
+
+    def reading_first(path: Path) -> None:
+        with pytest.raises(FileNotFoundError, match="no index database"):
+            EpisodeStore(tmp_path / "s")
+        create(path)
+        with EpisodeStore(tmp_path / "s") as reader:  # the index has just landed: the store reads as empty
+            seen.append((len(reader), reader.specs()))
+
+    monkeypatch.setattr(index_module, "_create_atomically", reading_first)
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episode(synthetic_episode(0))
+    assert seen == [(0, {})]
+    # an index left half-built by a crash does not make the directory foreign
+    (tmp_path / "s" / "index.sqlite.creating").write_text("")
+    assert check_store(tmp_path / "s").ok
+
+
 def test_a_failed_key_write_raises_only_once_every_other_key_has_landed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

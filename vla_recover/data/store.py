@@ -47,8 +47,14 @@ def _compressor(is_image: bool) -> BloscCodec:
 
 
 CONSOLE_USERS = "console_users.sqlite"  # the operator console keeps its users beside the store it serves
+# what a store, or its interrupted creation, puts in its directory (the index is built as index.sqlite.creating)
 STORE_ENTRIES = frozenset(
-    {_ZARR, _LOCK} | {f"{db}{suffix}" for db in (_INDEX, CONSOLE_USERS) for suffix in ("", "-wal", "-shm", "-journal")}
+    {_ZARR, _LOCK}
+    | {
+        f"{db}{suffix}"
+        for db in (_INDEX, f"{_INDEX}.creating", CONSOLE_USERS)
+        for suffix in ("", "-wal", "-shm", "-journal")
+    }
 )
 
 
@@ -97,20 +103,23 @@ class EpisodeStore:
         if not self.writable and not self.path.is_dir():
             raise FileNotFoundError(f"{self.path}: no such store")
         self._lock_file = None
+        self._arrays: dict[str, Any] = {}
+        zarr_path = self.path / _ZARR
         if self.writable:
             _refuse_foreign(self.path)
             self.path.mkdir(parents=True, exist_ok=True)
             self._lock_file = self._acquire_writer_lock()
-        self.index = Index(self.path / _INDEX, create=self.writable, read_only=not self.writable)
-        zarr_path = self.path / _ZARR
-        if not self.writable and not zarr_path.is_dir():
-            raise SchemaError(f"{zarr_path}: missing steps array group")
-        self.root = zarr.open_group(str(zarr_path), mode="a" if self.writable else "r")
-        self._arrays: dict[str, Any] = {}
-        if self.writable:
+            # the steps group first, the index last: a reader that finds the index finds a whole store
+            self.root = zarr.open_group(str(zarr_path), mode="a")
             self.root.require_group("data")
             self.root.require_group("meta")
+            self.index = Index(self.path / _INDEX, create=True)
             self.recovered_steps = self._truncate_uncommitted()
+            return
+        self.index = Index(self.path / _INDEX, create=False, read_only=True)
+        if not zarr_path.is_dir():
+            raise SchemaError(f"{zarr_path}: missing steps array group")
+        self.root = zarr.open_group(str(zarr_path), mode="r")
 
     # -- lifecycle ---------------------------------------------------------------------------------------------------
     def _acquire_writer_lock(self) -> Any:
