@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from vla_recover.fleet.recorder import FleetRecorder
 
 
 def test_writes_happen_on_the_writer_thread_in_the_order_asked_for(tmp_path: Path) -> None:
-    recorder = FleetRecorder(tmp_path / "store", store_every_s=60.0, batch_size=2)
+    recorder = FleetRecorder(tmp_path / "store", store_every_s=0.5)
     built_on: list[str] = []
 
     def attempt(i: int) -> list[EpisodeData]:
@@ -23,10 +24,11 @@ def test_writes_happen_on_the_writer_thread_in_the_order_asked_for(tmp_path: Pat
 
     recorder.event("episode_started", "fleet", {"n": 1}, "robot0", sim_time=0.1234)
     recorder.finished(lambda: attempt(0))
-    recorder.flush()  # one of two: not due yet
+    recorder.flush()  # the batch is not due yet
     assert recorder.call(len) == 0
     recorder.finished(lambda: attempt(1))
-    recorder.flush()
+    time.sleep(0.6)
+    recorder.flush()  # due: its first attempt has waited store_every_s
     recorder.event("reset", "fred", {"seconds": 2.0}, "robot1", sim_time=0.2)
     assert recorder.call(len) == 2  # a call runs after every write asked for before it
     assert built_on == ["fleet-store-writer"] * 2  # the control loop never builds or writes an episode
@@ -42,7 +44,7 @@ def test_writes_happen_on_the_writer_thread_in_the_order_asked_for(tmp_path: Pat
 
 
 def test_a_failed_write_is_raised_in_the_control_loop_and_loses_nothing_else(tmp_path: Path) -> None:
-    recorder = FleetRecorder(tmp_path / "store", store_every_s=60.0, batch_size=1)
+    recorder = FleetRecorder(tmp_path / "store", store_every_s=0.0)
     recorder.finished(lambda: [synthetic_episode(0)])
     recorder.flush()
     broken = synthetic_episode(1)

@@ -65,7 +65,7 @@ class FleetManager:
             )
         recorded = [f"obs.{key}" for key in self.source.obs_keys]
         self.critic = CriticRater(config.critic, recorded) if config.critic is not None else None
-        self.recorder = FleetRecorder(config.store, config.store_every_s, batch_size=config.robots + config.fake_robots)
+        self.recorder = FleetRecorder(config.store, config.store_every_s)
         self._episodes_started = 0
         self._next_seed = config.seed
         spec = SimWorkerSpec(
