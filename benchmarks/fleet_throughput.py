@@ -20,9 +20,12 @@ loop and the thread that writes the store) and ``cpu_us_fleet_workers`` for the 
 its finished attempts instead of storing them, so the difference is what writing episodes costs;
 ``cpu_bound_vs_limit`` (sim over all the fleet spends) is what the fleet could reach with every core busy, so it
 shows how much of the gap is overhead and how much is idle cores.
+``--spare-core N`` adds ``spare_core``: N robots in one worker process against N bare sims in one process, so the
+manager has a core the sims do not use (on two cores: what a machine with a core beyond the sims' would give).
 Last line: one JSON object.
 
     python benchmarks/fleet_throughput.py [--robots 1 4 12] [--rounds 4] [--window 2] [--task LiftCube]
+                                          [--spare-core 6]
 """
 
 from __future__ import annotations
@@ -188,6 +191,28 @@ def measure_interleaved(
     return results
 
 
+def spare_core_row(task: str, robots: int, horizon: int, rounds: int, window_s: float, tmp: Path) -> dict[str, Any]:
+    """The same comparison with a core to spare for the manager: every robot in one worker process, so the bare sims
+    fill one core and the manager has another to itself (what a machine with a core beyond the sims' gives)."""
+    setups: dict[str, Any] = {
+        "limit": LimitWorkers(task, robots, robots, horizon),
+        "fleet": TimedFleet(task, robots, horizon, tmp / "s", robots_per_process=robots),
+        "fleet_run_ahead_max": TimedFleet(
+            task, robots, horizon, tmp / "sm", robots_per_process=robots, run_ahead_steps=RUN_AHEAD_MAX
+        ),
+    }
+    measured = _interleaved(setups, rounds, window_s)
+    limit = measured["limit"]["steps_per_s"]
+    row: dict[str, Any] = {"robots": robots, "limit": round(limit, 1)}
+    for name in ("fleet", "fleet_run_ahead_max"):
+        row[name] = round(measured[name]["steps_per_s"], 1)
+        row[f"{name}_vs_limit"] = round(measured[name]["steps_per_s"] / limit, 3)
+        row[f"cpu_us_{name}_workers"] = round(measured[name]["cpu_us"], 1)
+        row[f"cpu_us_{name}_manager"] = round(measured[name]["cpu_us_manager"], 1)
+    row["cpu_us_limit_sim"] = round(measured["limit"]["cpu_us"], 1)
+    return row
+
+
 def measure_async_vector_env(task: str, robots: int, horizon: int, seconds: float) -> float:
     import gymnasium as gym
 
@@ -294,6 +319,11 @@ def main() -> None:
         "same setup measured a minute apart can differ by a third",
     )  # fmt: skip
     parser.add_argument("--window", type=float, default=2.0, help="seconds per window")
+    parser.add_argument(
+        "--spare-core", type=int, default=0, metavar="ROBOTS",
+        help="also measure ROBOTS robots in one worker process against as many bare sims in one process: the "
+        "manager then has a core to itself (a diagnostic: what a core beyond the sims' would give)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     results: dict[str, Any] = {}
@@ -320,6 +350,12 @@ def main() -> None:
             row["cpu_bound_vs_limit"] = round(row["cpu_us_limit_sim"] / spent, 3) if spent else None
             print(f"{n} robots: {row}", flush=True)
             results[str(n)] = row
+        if args.spare_core:
+            work = Path(tmp) / "spare_core"
+            results["spare_core"] = spare_core_row(
+                args.task, args.spare_core, args.horizon, args.rounds, args.window, work
+            )
+            print(f"spare core: {results['spare_core']}", flush=True)
     print(json.dumps({"benchmark": "fleet_throughput", "task": args.task, "steps_per_s": results}))
 
 
