@@ -16,7 +16,9 @@ from typing import Any
 
 from vla_recover.data.schema import OUTCOMES, SCHEMA_VERSION, SEGMENT_KINDS, SchemaError
 
-__all__ = ["EpisodeRow", "Event", "Index", "SegmentRow"]
+__all__ = ["BEING_CREATED", "EpisodeRow", "Event", "Index", "SegmentRow"]
+
+BEING_CREATED = ".creating"  # the suffix of an index still being built beside its final name
 
 _TABLES = {
     "meta": "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -204,7 +206,7 @@ class Index:
 
 def _create_atomically(path: Path) -> None:
     """Build the empty index beside ``path`` and move it into place: a crash never leaves a half-made index."""
-    tmp = path.with_name(path.name + ".creating")
+    tmp = path.with_name(path.name + BEING_CREATED)
     tmp.unlink(missing_ok=True)
     db = sqlite3.connect(tmp, isolation_level=None)
     try:

@@ -30,7 +30,7 @@ import zarr
 from zarr.codecs import BloscCodec
 from zarr.core.sync import sync as zarr_sync
 
-from vla_recover.data.index import EpisodeRow, Index
+from vla_recover.data.index import BEING_CREATED, EpisodeRow, Index
 from vla_recover.data.schema import ACTORS, PROVENANCE_KEYS, EpisodeData, KeySpec, SchemaError
 
 __all__ = ["EpisodeStore"]
@@ -47,12 +47,12 @@ def _compressor(is_image: bool) -> BloscCodec:
 
 
 CONSOLE_USERS = "console_users.sqlite"  # the operator console keeps its users beside the store it serves
-# what a store, or its interrupted creation, puts in its directory (the index is built as index.sqlite.creating)
+# what a store, or its interrupted creation, puts in its directory
 STORE_ENTRIES = frozenset(
     {_ZARR, _LOCK}
     | {
         f"{db}{suffix}"
-        for db in (_INDEX, f"{_INDEX}.creating", CONSOLE_USERS)
+        for db in (_INDEX, _INDEX + BEING_CREATED, CONSOLE_USERS)
         for suffix in ("", "-wal", "-shm", "-journal")
     }
 )
