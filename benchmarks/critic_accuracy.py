@@ -4,9 +4,11 @@
    for LiftCube and PickPlaceBin.
 2. Held-out data: fleet rollouts of a trained policy per task under injected failures, with the simulated floor
    operator and teleoperator (takeovers, rewinds, corrections).
-3. A critic (state + instruction) per task; each held-out episode is cut by the default segmenter on its
-   critic curve and scored per step against ground truth (the sim's true progress cut with a dead band, see
-   vla_recover.critic.metrics) beside the segmenter's dead-band rule on the same curve and baselines: time-based
+3. A critic (state + instruction) per task, and its tuned segmenter (vla_recover.critic.tuned), fit on a third
+   set: fleet rollouts of other seeds, with their ground truth. Each held-out episode is cut by the default
+   segmenter (the tuned one) on its critic curve and scored per step against ground truth (the sim's true
+   progress cut with a dead band, see vla_recover.critic.metrics) beside the slope and dead-band rules on the same
+   curve and baselines: time-based
    progress t/T, the oracle (the default segmenter on the true progress: the ceiling of the segmenter itself) and
    a length-only classifier, overall and within episode-length bins. VOC on fleet successes is also split by
    control (``voc_by_control``): those the policy made alone, and those a human took over in.
@@ -14,7 +16,8 @@
 Needs the policies from configs/train/lift_diffusion.yaml and configs/train/pick_place_diffusion.yaml (see the
 README). Last line: one JSON object.
 
-    python benchmarks/critic_accuracy.py [--episodes 24] [--demos 60] [--critic-steps 3000] [--work DIR]
+    python benchmarks/critic_accuracy.py [--episodes 24] [--tune-episodes 48] [--demos 60] [--critic-steps 3000]
+        [--work DIR]
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ import numpy as np
 from vla_recover.config import validate_config
 from vla_recover.critic.data import CriticEpisode, length_bin_edges, load_episodes, spearman
 from vla_recover.critic.label import critic_segments
-from vla_recover.critic.metrics import LengthBaseline, ground_truth_segments, per_kind_f1, step_labels
+from vla_recover.critic.metrics import LengthBaseline, per_kind_f1, step_labels, true_labels
 from vla_recover.critic.model import ProgressCritic
 from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig, segment_episode
 from vla_recover.critic.train import CriticTrainConfig, train_critic
+from vla_recover.critic.tune import tune_segmenter
 from vla_recover.data import EpisodeStore
 
 TASKS: dict[str, dict[str, Any]] = {
@@ -92,25 +96,26 @@ def run_fleet(task: str, store: Path, episodes: int, seed: int) -> dict[str, Any
     return build_fleet(config).run()
 
 
-def truth_of(episode: CriticEpisode) -> np.ndarray:
-    assert episode.true_progress is not None
-    full = np.zeros(episode.length)
-    full[episode.rows] = episode.true_progress
-    return step_labels(episode.length, ground_truth_segments(full, episode.supervision))
+SLOPE_RULE = SegmenterConfig(rule="slope")  # the rules, for comparison with the tuned segmenter
+DEAD_BAND_RULE = SegmenterConfig(rule="dead_band")
 
 
-DEAD_BAND_RULE = SegmenterConfig(rule="dead_band")  # the segmenter's other rule, for comparison
-
-
-def labels_from_curve(episode: CriticEpisode, curve: np.ndarray, config: SegmenterConfig | None = None) -> np.ndarray:
+def labels_from_curve(
+    episode: CriticEpisode,
+    curve: np.ndarray,
+    config: SegmenterConfig | None = None,
+    critic: ProgressCritic | None = None,
+) -> np.ndarray:
     full = np.zeros(episode.length)
     full[episode.rows] = curve
-    return step_labels(episode.length, segment_episode(full, config, episode.supervision))
+    return step_labels(
+        episode.length, segment_episode(full, config, episode.supervision, critic.tuned if critic else None)
+    )
 
 
 def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: LengthBaseline) -> dict[str, Any]:
     methods: dict[str, list[np.ndarray]] = {
-        "critic": [], "critic_dead_band_rule": [], "time": [], "oracle": [], "length_only": []
+        "critic": [], "critic_slope_rule": [], "critic_dead_band_rule": [], "time": [], "oracle": [], "length_only": []
     }  # fmt: skip
     truths, voc, voc_truth, curves, true_curves = [], [], [], [], []
     helped: list[bool] = []  # per success scored for VOC: did a human take over during it
@@ -118,8 +123,9 @@ def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: Lengt
         true_progress = episode.true_progress
         assert true_progress is not None  # the held-out episodes are the sim fleet's
         curve, _ = critic_segments(critic, episode)
-        truths.append(truth_of(episode))
-        methods["critic"].append(labels_from_curve(episode, curve))
+        truths.append(true_labels(episode))
+        methods["critic"].append(labels_from_curve(episode, curve, critic=critic))
+        methods["critic_slope_rule"].append(labels_from_curve(episode, curve, SLOPE_RULE))
         methods["critic_dead_band_rule"].append(labels_from_curve(episode, curve, DEAD_BAND_RULE))
         methods["time"].append(labels_from_curve(episode, episode.normalised_time()))
         methods["oracle"].append(labels_from_curve(episode, true_progress))
@@ -208,6 +214,9 @@ def _overrides(assignments: list[str]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=24, help="held-out fleet episodes per task")
+    parser.add_argument(
+        "--tune-episodes", type=int, default=48, help="fleet episodes per task the segmenter is tuned on (0: none)"
+    )
     parser.add_argument("--demos", type=int, default=60, help="critic training demos per task")
     parser.add_argument("--critic-steps", type=int, default=3000)
     parser.add_argument(
@@ -270,10 +279,15 @@ def main() -> None:
             sources.append(fleet_train)
         critic_dir = work / task / "critic"
         results.setdefault("critic_training", {})[task] = train_critic(sources, critic_dir, config)
+        if args.tune_episodes:  # a third set of fleet rollouts, apart from the critic's and the scored ones
+            tuning = work / task / f"fleet_tune_{args.tune_episodes}"
+            if not tuning.exists():
+                run_fleet(task, tuning, args.tune_episodes, seed=60_000 + 10_000 * offset)
+            results.setdefault("segmenter_tuning", {})[task] = tune_segmenter(tuning, critic_dir)
         critic = ProgressCritic.load(critic_dir)
         with EpisodeStore(demos) as store:
             train_episodes = load_episodes(store, critic.input_keys)
-        baseline = LengthBaseline.fit([e.length for e in train_episodes], [truth_of(e) for e in train_episodes])
+        baseline = LengthBaseline.fit([e.length for e in train_episodes], [true_labels(e) for e in train_episodes])
         with EpisodeStore(fleet) as store:
             scored[task] = (load_episodes(store, critic.input_keys), critic, baseline)
         results[task] = score(*scored[task])

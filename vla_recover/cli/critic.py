@@ -1,4 +1,4 @@
-"""`vla-recover critic train | plot` and `vla-recover label`: the segmentation critic from the command line."""
+"""`vla-recover critic train | tune | plot` and `vla-recover label`: the segmentation critic from the command line."""
 
 from __future__ import annotations
 
@@ -42,6 +42,34 @@ def train(
 
             metrics = train_critic(store, out, cfg, on_step)
     console.print(f"critic saved to {out}; held-out curves {out / 'held_out_progress.png'}")
+    print(json.dumps(metrics))
+
+
+@critic_app.command("tune")
+def tune(
+    store: Annotated[Path, typer.Option(help="sim fleet store whose episodes carry the simulator's progress")],
+    critic: Annotated[Path, typer.Option(help="critic directory (vla-recover critic train); the segmenter goes in it")],
+    trees: Annotated[int, typer.Option(help="trees in the forest", min=1, max=2000)] = 100,
+    task: Annotated[str | None, typer.Option(help="tune on this task's episodes only")] = None,
+) -> None:
+    """Fit a segmenter to this critic's curves against the simulator's ground truth; label then uses it."""
+    from vla_recover.config import validate_config
+    from vla_recover.critic.tune import tune_segmenter
+    from vla_recover.critic.tuned import TuneConfig
+
+    with user_errors():
+        if not Path(store).exists():
+            raise FileNotFoundError(f"store: {store} does not exist")
+        with progress_bar() as progress:
+            job = progress.add_task("tune segmenter", total=None, status="")
+            metrics = tune_segmenter(
+                store, critic, validate_config(TuneConfig, {"trees": trees}), task,
+                lambda stage: progress.update(job, status=stage),
+            )  # fmt: skip
+    scores = metrics["held_out_macro_f1"]
+    console.print(
+        f"tuned segmenter saved in {critic}; held-out macro-F1 {scores['tuned']} (slope rule {scores['slope_rule']})"
+    )
     print(json.dumps(metrics))
 
 

@@ -7,13 +7,14 @@ never fed to the critic.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from vla_recover.data import EpisodeStore
 
-__all__ = ["CriticEpisode", "length_bin_edges", "load_episodes", "non_finite_step", "spearman"]
+__all__ = ["CriticEpisode", "length_bin_edges", "load_episodes", "non_finite_step", "spearman", "timeline_rows"]
 
 
 @dataclass
@@ -55,11 +56,7 @@ def load_episodes(store: EpisodeStore, keys: tuple[str, ...], task: str | None =
     episodes = []
     for row in store.episodes(**({"task": task} if task else {})):
         supervision = segments.get(row.id, [])
-        timeline = np.ones(row.length, dtype=bool)
-        for start, stop, kind in supervision:
-            if kind == "rewind":
-                timeline[start:stop] = False
-        rows = np.flatnonzero(timeline)
+        rows = timeline_rows(row.length, supervision)
         picked = row.start + rows
         episodes.append(
             CriticEpisode(
@@ -76,6 +73,15 @@ def load_episodes(store: EpisodeStore, keys: tuple[str, ...], task: str | None =
             )
         )
     return episodes
+
+
+def timeline_rows(length: int, supervision: Sequence[tuple[int, int, str]] = ()) -> np.ndarray:
+    """The episode rows outside ``rewind`` segments: the robot's own timeline."""
+    rewound = np.zeros(length, dtype=bool)
+    for start, stop, kind in supervision:
+        if kind == "rewind":
+            rewound[start:stop] = True
+    return np.flatnonzero(~rewound)
 
 
 def length_bin_edges(lengths: np.ndarray, bins: int) -> np.ndarray:

@@ -28,7 +28,7 @@ def critic_segments(
     curve = critic.predict(episode.inputs, episode.instruction, where=f"episode {episode.id}")
     full = np.zeros(episode.length, dtype=np.float64)  # rewind rows are skipped by the segmenter
     full[episode.rows] = curve
-    return curve, segment_episode(full, config, episode.supervision)
+    return curve, segment_episode(full, config, episode.supervision, critic.tuned)
 
 
 def label_store(
@@ -40,6 +40,8 @@ def label_store(
 ) -> dict[str, Any]:
     """Label every episode (of ``task``); returns episodes labelled and steps per kind."""
     critic = ProgressCritic.load(critic_dir)
+    config = config or SegmenterConfig()
+    rule = config.rule_for(critic.tuned)  # a missing tuned segmenter is an error before anything is written
     steps_by_kind: Counter[str] = Counter()
     with EpisodeStore(store_path, mode="a") as store:
         episodes = load_episodes(store, critic.input_keys, task)
@@ -51,10 +53,8 @@ def label_store(
                     mean = float(np.mean(curve[(episode.rows >= start) & (episode.rows < stop)]))
                     store.index.insert_segment(episode.id, start, stop, kind, "critic", score=mean)
                     steps_by_kind[kind] += stop - start
-                store.index.insert_event(
-                    "labels_written", "critic", {"critic": str(critic_dir), "segments": len(segments)},
-                    episode=episode.id,
-                )  # fmt: skip
+                written = {"critic": str(critic_dir), "segmenter": rule, "segments": len(segments)}
+                store.index.insert_event("labels_written", "critic", written, episode=episode.id)
             if on_episode is not None:
                 on_episode(done, len(episodes))
-    return {"episodes": len(episodes), "steps_by_kind": dict(steps_by_kind)}
+    return {"episodes": len(episodes), "segmenter": rule, "steps_by_kind": dict(steps_by_kind)}

@@ -20,10 +20,10 @@ from functools import partial
 
 import numpy as np
 
-from vla_recover.critic.data import length_bin_edges
+from vla_recover.critic.data import CriticEpisode, length_bin_edges
 from vla_recover.critic.segmenter import CRITIC_KINDS, cut_episode, dead_band_kinds
 
-__all__ = ["LengthBaseline", "ground_truth_segments", "per_kind_f1", "step_labels"]
+__all__ = ["LengthBaseline", "ground_truth_segments", "per_kind_f1", "step_labels", "true_labels"]
 
 TRUTH_MOVE = 0.02
 TRUTH_RATE = 0.002
@@ -40,6 +40,15 @@ def ground_truth_segments(
         regain_margin=TRUTH_REGAIN_MARGIN,
     )  # fmt: skip
     return cut_episode(progress, rule, 1, supervision)
+
+
+def true_labels(episode: CriticEpisode) -> np.ndarray:
+    """The ground-truth kind index of every row of a sim episode (-1 on rewinds)."""
+    if episode.true_progress is None:
+        raise ValueError(f"episode {episode.id}: no simulator progress to cut ground truth from")
+    full = np.zeros(episode.length)
+    full[episode.rows] = episode.true_progress
+    return step_labels(episode.length, ground_truth_segments(full, episode.supervision))
 
 
 def step_labels(length: int, segments: Sequence[tuple[int, int, str]]) -> np.ndarray:

@@ -19,6 +19,7 @@ from torch import nn
 
 from vla_recover.config import FrozenConfig, validate_config
 from vla_recover.critic.data import non_finite_step
+from vla_recover.critic.tuned import TUNED_FILES, TunedSegmenter
 from vla_recover.policies.common.checkpoint import load_weights, read_checkpoint_config, save_weights
 from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder, SentenceEmbedder
 from vla_recover.policies.common.normalizer import Normalizer
@@ -89,8 +90,15 @@ class ProgressNet(nn.Module):
 class ProgressCritic:
     """A trained `ProgressNet` with its instruction embeddings: predicts progress curves of stored episodes."""
 
-    def __init__(self, net: ProgressNet, embedder: SentenceEmbedder, shapes: dict[str, tuple[int, ...]]) -> None:
+    def __init__(
+        self,
+        net: ProgressNet,
+        embedder: SentenceEmbedder,
+        shapes: dict[str, tuple[int, ...]],
+        tuned: TunedSegmenter | None = None,
+    ) -> None:
         self.net, self.embedder, self.shapes = net, embedder, shapes
+        self.tuned = tuned  # the segmenter tuned on this critic's curves (vla-recover critic tune), if any
 
     @property
     def config(self) -> CriticConfig:
@@ -143,6 +151,8 @@ class ProgressCritic:
     def save(self, directory: str | Path, **meta: Any) -> Path:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        for name in TUNED_FILES:  # a segmenter tuned on an earlier critic's curves does not fit this one's
+            (directory / name).unlink(missing_ok=True)
         instructions = save_weights(self.net, directory, self.embedder)
         config = {
             "schema_version": CRITIC_SCHEMA,
@@ -170,4 +180,4 @@ class ProgressCritic:
         shapes = {k: tuple(v) for k, v in raw["shapes"].items()}
         net = ProgressNet(validate_config(CriticConfig, raw["config"]), shapes)
         embedder = load_weights(net, directory, raw["instructions"])
-        return cls(net.eval(), embedder, shapes)
+        return cls(net.eval(), embedder, shapes, TunedSegmenter.load(directory))

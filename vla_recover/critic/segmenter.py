@@ -4,7 +4,8 @@ The rules, applied to every step outside ``rewind`` segments (a rewind's rows re
 say nothing about the policy):
 
 1. Smooth the progress curve with a centred moving average of ``smooth_steps`` (edges repeat the end values).
-2. Call each step rising, falling or flat, by one of two rules (``rule``):
+2. Call each step rising, falling or flat, by one of two rules (``rule``; ``auto``, the default, is the critic's
+   tuned segmenter when it has one, `vla_recover.critic.tuned`, which names every step's kind itself, else ``slope``):
 
    - ``slope`` (the default): the slope at step t is the smoothed rise over the ``slope_steps`` steps around it,
      per step; at least ``rise_per_step`` is rising, at most ``-fall_per_step`` falling, else flat.
@@ -27,36 +28,68 @@ The output covers every non-rewind step with ``(start, stop, kind)`` runs, ``sto
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import Field
 
 from vla_recover.config import FrozenConfig
+from vla_recover.critic.data import timeline_rows
 
-__all__ = ["CRITIC_KINDS", "SegmenterConfig", "best_before", "cut_episode", "dead_band_kinds", "segment_episode"]
+if TYPE_CHECKING:
+    from vla_recover.critic.tuned import TunedSegmenter
+
+__all__ = [
+    "CRITIC_KINDS",
+    "SegmenterConfig",
+    "best_before",
+    "cut_episode",
+    "dead_band_kinds",
+    "segment_episode",
+]
 
 CRITIC_KINDS: tuple[str, ...] = ("progress", "idle", "failure_inducing", "recovery")
 
 
 class SegmenterConfig(FrozenConfig):
-    rule: Literal["slope", "dead_band"] = Field(default="slope", description="how a step is rising or falling")
+    rule: Literal["auto", "tuned", "slope", "dead_band"] = Field(
+        default="auto", description="how a step is rising or falling; auto: the critic's tuned segmenter, else slope"
+    )
     smooth_steps: int = Field(default=5, ge=1, le=1001, description="moving-average window (steps, odd or even)")
     move: float = Field(default=0.04, gt=0.0, le=1.0, description="dead_band: the curve has moved this far")
     slope_steps: int = Field(default=10, ge=1, le=1000, description="slope: the rise over this many steps")
     rise_per_step: float = Field(default=0.002, gt=0.0, description="slope at or above this: rising")
     fall_per_step: float = Field(default=0.002, gt=0.0, description="slope at or below minus this: falling")
     regain_margin: float = Field(default=0.02, ge=0.0, description="rising this far below the earlier best: recovery")
-    min_steps: int = Field(default=5, ge=1, description="shorter runs merge into their neighbour")
+    min_steps: int = Field(default=5, ge=1, description="shorter runs merge into their neighbour (the rules only)")
+
+    def rule_for(self, tuned: TunedSegmenter | None) -> str:
+        """The rule that cuts a critic's curves: ``auto`` resolved by whether the critic has a tuned segmenter."""
+        if self.rule == "tuned" and tuned is None:
+            raise ValueError(
+                "segmenter rule 'tuned': this critic has no tuned segmenter; make one with vla-recover critic tune"
+            )
+        if self.rule == "auto":
+            return "tuned" if tuned is not None else "slope"
+        return self.rule
 
 
 def segment_episode(
     progress: np.ndarray,
     config: SegmenterConfig | None = None,
     supervision: Sequence[tuple[int, int, str]] = (),
+    tuned: TunedSegmenter | None = None,
 ) -> list[tuple[int, int, str]]:
-    """The critic segments of one episode from its per-step progress (see the module docstring for the rules)."""
+    """The critic segments of one episode from its per-step progress (see the module docstring for the rules);
+    ``tuned``: the critic's tuned segmenter, if it has one."""
     config = config or SegmenterConfig()
+    if config.rule_for(tuned) == "tuned":
+        assert tuned is not None
+        from vla_recover.critic.tuned import human_steps
+
+        length = np.asarray(progress).size
+        human = human_steps(length, supervision)[timeline_rows(length, supervision)]
+        return cut_episode(progress, lambda curve: tuned.step_kinds(curve, human), 1, supervision)
     return cut_episode(progress, lambda curve: _step_kinds(curve, config), config.min_steps, supervision)
 
 
@@ -115,11 +148,7 @@ def cut_episode(
     bad = np.flatnonzero(~np.isfinite(progress))
     if bad.size:
         raise ValueError(f"progress: NaN or Inf at step {int(bad[0])} (of {progress.size})")
-    rewound = np.zeros(progress.size, dtype=bool)
-    for start, stop, kind in supervision:
-        if kind == "rewind":
-            rewound[start:stop] = True
-    keep = np.flatnonzero(~rewound)
+    keep = timeline_rows(progress.size, supervision)
     if keep.size == 0:
         return []
     kinds = step_kinds(progress[keep])

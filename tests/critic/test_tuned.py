@@ -1,0 +1,124 @@
+"""The tuned segmenter: its exported forest, what it learns from ground truth, its checkpoint and its command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+from typer.testing import CliRunner
+
+from vla_recover.cli.main import app
+from vla_recover.config import validate_config
+from vla_recover.critic.metrics import ground_truth_segments, per_kind_f1, step_labels
+from vla_recover.critic.model import ProgressCritic
+from vla_recover.critic.segmenter import SegmenterConfig, segment_episode
+from vla_recover.critic.train import CriticTrainConfig, train_critic
+from vla_recover.critic.tuned import TUNED_FILES, TuneConfig, TunedSegmenter, curve_features, fit_tuned_segmenter
+from vla_recover.data import EpisodeStore
+from vla_recover.rollout import expert_episodes
+
+SMALL = TuneConfig(trees=20, min_leaf_steps=5)
+
+
+def synthetic_episode(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, str]]]:
+    """(true progress, a critic-like reading of it, supervision): rises, stalls and drops, read through noise, a
+    slow drift and a scale the truth does not have."""
+    pieces, level = [], 0.0
+    while sum(len(p) for p in pieces) < 160:
+        steps = int(rng.integers(8, 30))
+        change = rng.choice([0.15, 0.0, -0.1], p=[0.5, 0.3, 0.2])
+        pieces.append(level + np.linspace(0, change, steps))
+        level = float(np.clip(level + change, 0.0, 1.0))
+    truth = np.clip(np.concatenate(pieces)[:160], 0.0, 1.0)
+    drift = np.cumsum(rng.normal(0, 0.002, truth.size))
+    reading = 0.4 * truth + drift + rng.normal(0, 0.01, truth.size)
+    takeover = int(rng.integers(40, 120))
+    supervision = [
+        (0, takeover, "autonomous"),
+        (takeover, takeover + 30, "intervention"),
+        (takeover + 30, 160, "autonomous"),
+    ]
+    return truth, reading, supervision
+
+
+def test_the_exported_forest_predicts_as_scikit_learn_does() -> None:
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(600, 5)).astype(np.float32)
+    labels = (features[:, 0] > 0).astype(int) + 2 * (features[:, 1] * features[:, 2] > 0.3)
+    tuned = fit_tuned_segmenter([features], [labels], SMALL)
+    reference = RandomForestClassifier(20, min_samples_leaf=5, class_weight="balanced", random_state=0, n_jobs=1)
+    reference.fit(features, labels)
+    probe = rng.normal(size=(300, 5)).astype(np.float32)
+    np.testing.assert_allclose(tuned.probabilities(probe), reference.predict_proba(probe), atol=1e-6)
+    unscored = np.full(600, -1)
+    with pytest.raises(ValueError, match="no scored step"):
+        fit_tuned_segmenter([features], [unscored], SMALL)
+
+
+def test_a_tuned_segmenter_cuts_a_noisy_reading_closer_to_the_truth_than_the_slope_rule() -> None:
+    rng = np.random.default_rng(1)
+    episodes = [synthetic_episode(rng) for _ in range(40)]
+    truths = [step_labels(t.size, ground_truth_segments(t, s)) for t, _, s in episodes]
+    features = [curve_features(r, np.isin(np.arange(r.size), range(s[1][0], s[1][1]))) for _, r, s in episodes]
+    tuned = fit_tuned_segmenter(features[:30], truths[:30], SMALL)
+
+    def macro(config: SegmenterConfig, segmenter: TunedSegmenter | None) -> float:
+        cut = [step_labels(r.size, segment_episode(r, config, s, segmenter)) for _, r, s in episodes[30:]]
+        return per_kind_f1(np.concatenate(truths[30:]), np.concatenate(cut))["macro"]  # type: ignore[return-value]
+
+    tuned_f1, slope_f1 = macro(SegmenterConfig(), tuned), macro(SegmenterConfig(rule="slope"), None)
+    assert tuned_f1 > slope_f1 + 0.1, (tuned_f1, slope_f1)
+    assert macro(SegmenterConfig(rule="slope"), tuned) == slope_f1  # a rule named outright is kept
+    with pytest.raises(ValueError, match="no tuned segmenter; make one with vla-recover critic tune"):
+        segment_episode(episodes[0][1], SegmenterConfig(rule="tuned"))
+
+
+def test_critic_tune_fits_saves_and_label_uses_it_until_the_critic_is_retrained(tmp_path: Path) -> None:
+    store = tmp_path / "lift"
+    with EpisodeStore(store, mode="a") as opened:
+        opened.append_episodes([r.to_episode_data() for r in expert_episodes("LiftCube", list(range(8)))])
+    critic = tmp_path / "critic"
+    tiny = {"steps": 60, "batch_size": 32, "critic": {"hidden": 32, "layers": 1}, "held_out_fraction": 0.0}
+    train_critic(store, critic, validate_config(CriticTrainConfig, tiny))
+    runner = CliRunner()
+    result = runner.invoke(app, ["critic", "tune", "--store", str(store), "--critic", str(critic), "--trees", "10"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.output.strip().splitlines()[-1])
+    assert metrics["episodes"] == 8 and metrics["held_out_episodes"] == 2
+    assert set(metrics["held_out_macro_f1"]) == {"tuned", "slope_rule"}
+    loaded = ProgressCritic.load(critic)
+    assert loaded.tuned is not None and loaded.tuned.meta["episodes"] == 8
+
+    result = runner.invoke(app, ["label", "--store", str(store), "--critic", str(critic)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output.strip().splitlines()[-1])["segmenter"] == "tuned"
+    with EpisodeStore(store) as opened:
+        assert {e.payload["segmenter"] for e in opened.index.events(kind="labels_written")} == {"tuned"}
+
+    loaded.save(critic)  # a critic saved over the directory drops the segmenter tuned on the old one
+    assert not any((critic / name).exists() for name in TUNED_FILES)
+    assert ProgressCritic.load(critic).tuned is None
+
+
+def test_tune_refuses_a_store_without_simulator_progress_and_a_broken_segmenter(tmp_path: Path) -> None:
+    store = tmp_path / "real"
+    with EpisodeStore(store, mode="a") as opened:
+        episodes = [r.to_episode_data() for r in expert_episodes("LiftCube", list(range(4)))]
+        for episode in episodes:
+            del episode.steps["progress"]
+        opened.append_episodes(episodes)
+    critic = tmp_path / "critic"
+    train_critic(store, critic, validate_config(CriticTrainConfig, {"steps": 5, "held_out_fraction": 0.0}))
+    runner = CliRunner()
+    result = runner.invoke(app, ["critic", "tune", "--store", str(store), "--critic", str(critic)])
+    assert result.exit_code == 2 and "0 episodes carry the simulator's 'progress'" in result.output, result.output
+    (critic / TUNED_FILES[0]).write_text(json.dumps({"kind": "tuned_segmenter", "schema_version": 1}))
+    with pytest.raises(FileNotFoundError, match=r"tuned_segmenter\.safetensors: missing"):
+        ProgressCritic.load(critic)
+    shutil.copy(critic / "config.json", critic / TUNED_FILES[0])
+    with pytest.raises(ValueError, match="kind 'progress_critic'"):
+        ProgressCritic.load(critic)

@@ -1,0 +1,87 @@
+"""``vla-recover critic tune``: fit a critic's tuned segmenter on a sim fleet store's ground truth.
+
+The store's episodes must carry the simulator's progress (``progress``), which the ground truth is cut from
+(`vla_recover.critic.metrics`). A seeded share of the episodes is held out first: the forest fit on the rest is
+scored on them beside the slope rule, so the tuning reports what it gained; the forest that is saved is then fit
+on every episode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vla_recover.critic.data import CriticEpisode, load_episodes
+from vla_recover.critic.metrics import per_kind_f1, step_labels, true_labels
+from vla_recover.critic.model import ProgressCritic
+from vla_recover.critic.segmenter import SegmenterConfig, segment_episode
+from vla_recover.critic.train import split_episodes
+from vla_recover.critic.tuned import TuneConfig, TunedSegmenter, curve_features, fit_tuned_segmenter, human_steps
+from vla_recover.data import EpisodeStore
+
+__all__ = ["tune_segmenter"]
+
+HELD_OUT_FRACTION = 0.25
+SLOPE_RULE = SegmenterConfig(rule="slope")
+
+
+def _fit(episodes: list[CriticEpisode], curves: dict[int, np.ndarray], config: TuneConfig) -> TunedSegmenter:
+    features = [curve_features(curves[e.id], human_steps(e.length, e.supervision)[e.rows]) for e in episodes]
+    return fit_tuned_segmenter(features, [true_labels(e)[e.rows] for e in episodes], config)
+
+
+def _macro_f1(
+    episodes: list[CriticEpisode], curves: dict[int, np.ndarray], rule: SegmenterConfig, tuned: TunedSegmenter | None
+) -> float | None:
+    truth, predicted = [], []
+    for episode in episodes:
+        full = np.zeros(episode.length)
+        full[episode.rows] = curves[episode.id]
+        truth.append(true_labels(episode))
+        predicted.append(step_labels(episode.length, segment_episode(full, rule, episode.supervision, tuned)))
+    return per_kind_f1(np.concatenate(truth), np.concatenate(predicted))["macro"]
+
+
+def tune_segmenter(
+    store_path: str | Path,
+    critic_dir: str | Path,
+    config: TuneConfig | None = None,
+    task: str | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Fit and save ``critic_dir``'s tuned segmenter on ``store_path``'s episodes that carry the simulator's progress;
+    returns held-out macro-F1 (tuned vs slope)."""
+    config = config or TuneConfig()
+    stage = on_stage or (lambda _: None)
+    critic = ProgressCritic.load(critic_dir)
+    with EpisodeStore(store_path) as store:
+        episodes = load_episodes(store, critic.input_keys, task)
+    # a store keeps a 'progress' column for every episode; one recorded without it (a real robot) reads NaN there
+    episodes = [e for e in episodes if e.true_progress is not None and e.steps and np.isfinite(e.true_progress).all()]
+    if len(episodes) < 4:
+        raise ValueError(
+            f"{store_path}: {len(episodes)} episodes" + (f" of task {task!r}" if task else "") + " carry the "
+            "simulator's 'progress'; tuning needs at least 4 (a quarter is held out to score it), from a sim fleet "
+            "of the critic's task: a real robot's store has none"
+        )
+    stage("critic curves")
+    curves = {e.id: critic.predict(e.inputs, e.instruction, where=f"episode {e.id}") for e in episodes}
+    train, held_out = split_episodes(episodes, HELD_OUT_FRACTION, config.seed)
+    stage("fit on three quarters, score the rest")
+    trial = _fit(train, curves, config)
+    scores = {
+        "tuned": _macro_f1(held_out, curves, SegmenterConfig(rule="tuned"), trial),
+        "slope_rule": _macro_f1(held_out, curves, SLOPE_RULE, None),
+    }
+    stage("fit on every episode")
+    tuned = _fit(episodes, curves, config)
+    tuned.meta.update({"store": str(store_path), "task": task, "episodes": len(episodes), "held_out_macro_f1": scores})
+    tuned.save(critic_dir)
+    metrics = {"episodes": len(episodes), "held_out_episodes": len(held_out), "held_out_macro_f1": scores,
+               "steps": tuned.meta["steps"], "nodes": tuned.meta["nodes"]}  # fmt: skip
+    (Path(critic_dir) / "tuned_segmenter_metrics.json").write_text(json.dumps(metrics, indent=2))
+    return metrics

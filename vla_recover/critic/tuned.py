@@ -1,0 +1,191 @@
+"""A segmenter tuned against simulator ground truth: a random forest over features of one critic's progress curve.
+
+The rule segmenters (`vla_recover.critic.segmenter`) have a handful of thresholds; tuning them on a sim fleet's
+ground truth moves macro-F1 by little, since a critic's curve errs in ways no single slope or dead band separates
+from the truth's small moves. The tuned segmenter learns that mapping instead: every timeline step (rewinds left
+out) is described by its curve smoothed at several widths, the rise over the steps before it and after it at
+several spans, how far it lies below the best reached earlier and below the best still to come, and whether a human
+is in control and for how long; a random forest (scikit-learn), fit on a fleet store whose episodes carry the
+simulator's progress, names the step's kind. Nothing in the features says how long the episode is or where in it
+the step lies, so the length control of the benchmark holds.
+
+A tuned segmenter belongs to the critic whose curves it was fit on: it is saved in the critic's directory
+(``tuned_segmenter.json`` and ``.safetensors``, trees as plain arrays, loaded without unpickling) and removed when a
+critic is saved over it. ``vla-recover critic tune`` makes one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from vla_recover.config import FrozenConfig
+from vla_recover.critic.segmenter import CRITIC_KINDS, best_before, smooth
+
+__all__ = [
+    "TUNED_FILES",
+    "TuneConfig",
+    "TunedSegmenter",
+    "curve_features",
+    "fit_tuned_segmenter",
+    "human_steps",
+]
+
+TUNED_SCHEMA = 1
+TUNED_FILES = ("tuned_segmenter.json", "tuned_segmenter.safetensors")
+SMOOTHING_WIDTHS = (1, 3, 5, 9)
+RISE_SPANS = (2, 5, 10, 20)
+
+
+class TuneConfig(FrozenConfig):
+    trees: int = Field(default=100, ge=1, le=2000, description="trees in the forest")
+    min_leaf_steps: int = Field(default=10, ge=1, description="steps in a leaf at least: larger is smoother")
+    balance_kinds: bool = Field(default=True, description="weigh kinds equally, as macro-F1 does")
+    seed: int = Field(default=0, ge=0)
+
+
+def curve_features(curve: np.ndarray, human: np.ndarray) -> np.ndarray:
+    """(steps, features) for one timeline: ``curve`` the critic's progress, ``human`` whether a human had control."""
+    curve = np.asarray(curve, dtype=np.float64)
+    n = curve.size
+    index = np.arange(n)
+    columns = []
+    for width in SMOOTHING_WIDTHS:
+        smoothed = smooth(curve, width)
+        columns.append(smoothed)
+        for span in RISE_SPANS:
+            columns.append(smoothed - smoothed[np.clip(index - span, 0, n - 1)])  # the rise just done
+            columns.append(smoothed[np.clip(index + span, 0, n - 1)] - smoothed)  # the rise to come
+        columns.append(smoothed - np.maximum(best_before(smoothed), smoothed.min()))  # below the best so far
+    columns.append(np.maximum.accumulate(curve[::-1])[::-1] - curve)  # below the best still to come
+    human = np.asarray(human, dtype=bool)
+    columns.append(human.astype(np.float64))
+    in_control = np.zeros(n)
+    run = 0
+    for t in range(n):
+        run = run + 1 if human[t] else 0
+        in_control[t] = run
+    columns.append(in_control)
+    return np.stack(columns, axis=1).astype(np.float32)  # the forest splits on float32, as scikit-learn's trees do
+
+
+def human_steps(length: int, supervision: Sequence[tuple[int, int, str]]) -> np.ndarray:
+    """Per episode row: inside an ``intervention`` supervision segment."""
+    human = np.zeros(length, dtype=bool)
+    for start, stop, kind in supervision:
+        if kind == "intervention":
+            human[start:stop] = True
+    return human
+
+
+class TunedSegmenter:
+    """A forest of decision trees as flat arrays; ``roots[i]`` is tree i's first node, ``left``/``right`` are
+    absolute node indices (-1 at a leaf), ``value`` the leaf's share of each kind."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        self.arrays, self.meta = arrays, meta
+
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        """(steps, kinds): the mean over trees of each step's leaf shares."""
+        a = self.arrays
+        steps = features.shape[0]
+        node = np.repeat(a["roots"][None, :], steps, axis=0)  # (steps, trees)
+        rows = np.arange(steps)[:, None]
+        while True:
+            inner = a["left"][node] >= 0
+            if not inner.any():
+                break
+            go_left = features[rows, np.maximum(a["feature"][node], 0)] <= a["threshold"][node]
+            node = np.where(inner, np.where(go_left, a["left"][node], a["right"][node]), node)
+        return a["value"][node].mean(axis=1)
+
+    def step_kinds(self, curve: np.ndarray, human: np.ndarray) -> list[str]:
+        choice = self.probabilities(curve_features(curve, human)).argmax(axis=1)
+        return [CRITIC_KINDS[k] for k in choice]
+
+    def save(self, directory: str | Path) -> None:
+        from safetensors.numpy import save_file
+
+        directory = Path(directory)
+        save_file(self.arrays, str(directory / TUNED_FILES[1]))
+        meta = {"kind": "tuned_segmenter", "schema_version": TUNED_SCHEMA, **self.meta}
+        (directory / TUNED_FILES[0]).write_text(json.dumps(meta, indent=2))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> TunedSegmenter | None:
+        """The tuned segmenter saved in a critic's directory; None when it has none."""
+        from safetensors.numpy import load_file
+
+        from vla_recover.policies.common.checkpoint import read_checkpoint_config
+
+        directory = Path(directory)
+        meta_path, arrays_path = (directory / name for name in TUNED_FILES)
+        if not meta_path.is_file():
+            return None
+        meta = read_checkpoint_config(meta_path)
+        if meta.get("kind") != "tuned_segmenter" or meta.get("schema_version") != TUNED_SCHEMA:
+            raise ValueError(
+                f"{meta_path}: kind {meta.get('kind')!r} schema {meta.get('schema_version')}; "
+                f"this vla_recover reads tuned_segmenter schema {TUNED_SCHEMA}"
+            )
+        if not arrays_path.is_file():
+            raise FileNotFoundError(f"{arrays_path}: missing beside {meta_path.name}; tune the segmenter again")
+        arrays = load_file(str(arrays_path))
+        expected = {"roots", "feature", "threshold", "left", "right", "value"}
+        if set(arrays) != expected:
+            raise ValueError(f"{arrays_path}: arrays {sorted(arrays)}, expected {sorted(expected)}")
+        return cls(arrays, {k: v for k, v in meta.items() if k not in ("kind", "schema_version")})
+
+
+def fit_tuned_segmenter(
+    features: Sequence[np.ndarray], labels: Sequence[np.ndarray], config: TuneConfig | None = None
+) -> TunedSegmenter:
+    """Fit the forest on per-timeline ``features`` (`curve_features`) and kind indices (-1: unscored, left out)."""
+    try:
+        from sklearn.ensemble import RandomForestClassifier
+    except ImportError as exc:  # a declared dependency; only a broken install lacks it
+        raise ImportError("tuning the segmenter needs scikit-learn: pip install scikit-learn") from exc
+
+    config = config or TuneConfig()
+    x = np.concatenate(features)
+    y = np.concatenate(labels).astype(np.int64)
+    scored = y >= 0
+    x, y = x[scored], y[scored]
+    if y.size == 0:
+        raise ValueError("labels: no scored step to tune on")
+    forest = RandomForestClassifier(
+        n_estimators=config.trees,
+        min_samples_leaf=config.min_leaf_steps,
+        class_weight="balanced" if config.balance_kinds else None,
+        random_state=config.seed,
+        n_jobs=1,
+    ).fit(x, y)
+    roots, feature, threshold, left, right, value = [], [], [], [], [], []
+    offset = 0
+    for tree in (estimator.tree_ for estimator in forest.estimators_):
+        roots.append(offset)
+        leaf = tree.children_left < 0
+        feature.append(np.where(leaf, -1, tree.feature))
+        threshold.append(tree.threshold)
+        left.append(np.where(leaf, -1, tree.children_left + offset))
+        right.append(np.where(leaf, -1, tree.children_right + offset))
+        shares = np.zeros((tree.node_count, len(CRITIC_KINDS)))
+        counts = tree.value[:, 0, :]
+        shares[:, forest.classes_] = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1e-12)
+        value.append(shares)
+        offset += tree.node_count
+    arrays = {
+        "roots": np.asarray(roots, dtype=np.int64),
+        "feature": np.concatenate(feature).astype(np.int64),
+        "threshold": np.concatenate(threshold).astype(np.float64),
+        "left": np.concatenate(left).astype(np.int64),
+        "right": np.concatenate(right).astype(np.int64),
+        "value": np.concatenate(value).astype(np.float32),
+    }
+    meta = {"config": config.model_dump(mode="json"), "steps": int(y.size), "nodes": int(offset)}
+    return TunedSegmenter(arrays, meta)
