@@ -122,3 +122,17 @@ def test_tune_refuses_a_store_without_simulator_progress_and_a_broken_segmenter(
     shutil.copy(critic / "config.json", critic / TUNED_FILES[0])
     with pytest.raises(ValueError, match="kind 'progress_critic'"):
         ProgressCritic.load(critic)
+
+
+def test_a_forest_whose_walk_would_not_end_is_refused_on_load(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    features = [curve_features(rng.random(50), np.zeros(50, bool)) for _ in range(4)]
+    tuned = fit_tuned_segmenter(features, [rng.integers(0, 4, 50) for _ in range(4)], TuneConfig(trees=2))
+    tuned.save(tmp_path)
+    assert TunedSegmenter.load(tmp_path) is not None
+    looping = {**tuned.arrays, "left": tuned.arrays["left"].copy()}
+    inner = int(np.flatnonzero(looping["left"] >= 0)[0])
+    looping["left"][inner] = inner  # a node that is its own child
+    TunedSegmenter(looping, tuned.meta).save(tmp_path)
+    with pytest.raises(ValueError, match="children or feature are out of range; tune the segmenter again"):
+        TunedSegmenter.load(tmp_path)

@@ -40,6 +40,7 @@ TUNED_SCHEMA = 1
 TUNED_FILES = ("tuned_segmenter.json", "tuned_segmenter.safetensors")
 SMOOTHING_WIDTHS = (1, 3, 5, 9)
 RISE_SPANS = (2, 5, 10, 20)
+FEATURES = len(SMOOTHING_WIDTHS) * (2 + 2 * len(RISE_SPANS)) + 3  # what curve_features gives each step
 
 
 class TuneConfig(FrozenConfig):
@@ -136,10 +137,33 @@ class TunedSegmenter:
         if not arrays_path.is_file():
             raise FileNotFoundError(f"{arrays_path}: missing beside {meta_path.name}; tune the segmenter again")
         arrays = load_file(str(arrays_path))
-        expected = {"roots", "feature", "threshold", "left", "right", "value"}
-        if set(arrays) != expected:
-            raise ValueError(f"{arrays_path}: arrays {sorted(arrays)}, expected {sorted(expected)}")
+        problem = _forest_problem(arrays)
+        if problem:
+            raise ValueError(
+                f"{arrays_path}: not a forest this vla_recover can walk: {problem}; tune the segmenter again"
+            )
         return cls(arrays, {k: v for k, v in meta.items() if k not in ("kind", "schema_version")})
+
+
+def _forest_problem(arrays: dict[str, np.ndarray]) -> str | None:
+    """What is wrong with a loaded forest's arrays, or None. Children lie after their parent, as scikit-learn
+    numbers them, so every walk ends at a leaf."""
+    expected = {"roots", "feature", "threshold", "left", "right", "value"}
+    if set(arrays) != expected:
+        return f"arrays {sorted(arrays)}, expected {sorted(expected)}"
+    nodes = arrays["left"].shape[0] if arrays["left"].ndim == 1 else -1
+    if nodes < 1 or any(arrays[k].shape != (nodes,) for k in ("feature", "threshold", "left", "right")):
+        return "feature, threshold, left and right must be 1-D arrays of one length (the nodes)"
+    if arrays["value"].shape != (nodes, len(CRITIC_KINDS)) or arrays["roots"].ndim != 1 or not arrays["roots"].size:
+        return f"value must be (nodes, {len(CRITIC_KINDS)}) and roots a non-empty 1-D array"
+    index, leaf = np.arange(nodes), arrays["left"] < 0
+    inner_ok = (arrays["left"] > index) & (arrays["right"] > index) & (arrays["right"] < nodes)
+    inner_ok &= (arrays["left"] < nodes) & (arrays["feature"] >= 0) & (arrays["feature"] < FEATURES)
+    if not np.all(np.where(leaf, arrays["right"] < 0, inner_ok)):
+        return "a node's children or feature are out of range"
+    if np.any((arrays["roots"] < 0) | (arrays["roots"] >= nodes)):
+        return "a root is out of range"
+    return None
 
 
 def fit_tuned_segmenter(
