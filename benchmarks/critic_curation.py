@@ -2,6 +2,7 @@
 
     python benchmarks/critic_curation.py [--config configs/loop/quickstart.yaml] [--episodes N] [--seed 0]
                                          [--work runs/bench_curation] [--base runs/bench_loop/base]
+                                         [--tune-episodes 48]
 
 One base run (demos, base policy, base evaluation; an existing one in ``--base``, default ``<work>/base``, is
 reused, e.g. benchmarks/loop.py's), then one round of fleet rollouts of the base policy under the simulated
@@ -9,6 +10,9 @@ operators, a critic trained on it and the store labelled with its segments, as a
 then trained three times on that round's data, from the same start with the same steps and seed, differing only in
 which autonomous steps are kept (demo and human steps always are): ``all`` (every autonomous step), ``critic`` (the
 critic's progress and recovery segments) and ``ground_truth`` (the same rule on the simulator's true progress).
+A fourth, ``critic_tuned``, keeps the segments of the same critic cut by its tuned segmenter
+(vla_recover.critic.tuned), fit on a fleet of the base policy on seeds apart from the round's and the evaluation's
+(``--tune-episodes``; 0 leaves the variant out): the shared round is copied, relabelled with it, and trained on.
 
 Each is a one-round ``hitl_bc`` loop run (plain BC) that fine-tunes the base policy with the config's ``retrain``
 settings, as a loop round does (``retrain_from: scratch`` in the config trains from scratch instead); ``all`` runs
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -37,7 +42,8 @@ from vla_recover.train.dataset import retained_steps
 from vla_recover.train.steps import build_step_table
 
 # variant → the retention of autonomous steps it trains with
-VARIANTS = {"all": "none", "critic": "critic", "ground_truth": "ground_truth"}
+VARIANTS = {"all": "none", "critic": "critic", "ground_truth": "ground_truth", "critic_tuned": "critic"}
+TUNING_ROUND = 50  # the tuning fleet's seeds: the config's fleet seed + 50 strides, apart from every loop round's
 
 
 def run_base(raw: dict[str, Any], base_dir: Path) -> LoopRun:
@@ -53,9 +59,33 @@ def variant_config(raw: dict[str, Any], variant: str, work: Path, base_dir: Path
     weighting = {**raw.get("weighting", {}), "weighter": "bc", "retention": VARIANTS[variant]}
     start: dict[str, Any] = {"seed_from": base_dir}
     if variant != "all":  # the same fleet round and critic as `all`, which runs them
-        start = {"seed_from": work / "all", "seed_first_round": True}
+        start = {
+            "seed_from": work / ("all_tuned_labels" if variant == "critic_tuned" else "all"),
+            "seed_first_round": True,
+        }
     fields = {**raw, "name": variant, "out": work / variant, "method": "hitl_bc", "rounds": 1, "weighting": weighting}
     return validate_config(LoopConfig, {**fields, **start}, source=variant)
+
+
+def tuned_labels(all_run: LoopRun, base: LoopRun, work: Path, episodes: int) -> dict[str, Any]:
+    """`all`'s run folder copied, its round critic's segmenter tuned on a fleet of the base policy (seeds apart)
+    and the copied round relabelled with it: what ``critic_tuned`` is seeded from. `all` itself is left as it ran."""
+    from vla_recover.critic.label import label_store
+    from vla_recover.critic.tune import tune_segmenter
+    from vla_recover.fleet import build_fleet
+
+    tuning_store, copy = work / "tuning_fleet", work / "all_tuned_labels"
+    if not (tuning_store / "index.sqlite").is_file():
+        shutil.rmtree(tuning_store, ignore_errors=True)  # an interrupted fleet: run it again
+        policy = Path(base.results["base_train"]["policy"])
+        fleet = all_run.config.fleet_config(tuning_store, policy, TUNING_ROUND, {"curation": "tuning"})
+        build_fleet(fleet.model_copy(update={"episodes": episodes})).run()
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(all_run.dir, copy)
+    critic_dir = copy / "critics" / "round_1"
+    metrics = tune_segmenter(tuning_store, critic_dir)
+    label_store(copy / "store", critic_dir, all_run.config.segmenter)
+    return metrics
 
 
 def evaluation_figures(evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -126,6 +156,17 @@ def shared_round_figures(run: LoopRun) -> dict[str, Any]:
     }
 
 
+def tuned_figures(
+    tuned: dict[str, Any], truth: dict[str, Any], run: LoopRun, truth_config: LoopConfig, tuning: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "segmenter_tuning": tuning,  # empty when critic_tuned had already run in this work folder
+        "critic_tuned_vs_ground_truth_gap_points": round(100 * (tuned["success"] - truth["success"]), 1),
+        "critic_tuned_vs_ground_truth_gap_ci95": gap_ci95(tuned, truth),
+        "retention_agreement_tuned": retention_agreement(run, truth_config),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=None, help="loop config; default: the embedded quickstart")
@@ -134,6 +175,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("runs/bench_curation"))
     parser.add_argument(
         "--base", type=Path, default=None, help="base run folder (reused if there); default: <work>/base"
+    )
+    parser.add_argument(
+        "--tune-episodes", type=int, default=48, help="the tuning fleet's episodes (0: no critic_tuned variant)"
     )
     args = parser.parse_args()
     raw: dict[str, Any] = dict(load_yaml(args.config) or {}) if args.config else LoopConfig().model_dump(mode="json")
@@ -144,10 +188,14 @@ def main() -> None:
     started = time.perf_counter()
     base_dir, work = args.base or args.work / "base", args.work / f"seed_{args.seed}"
     base = run_base(raw, base_dir)
-    configs = {variant: variant_config(raw, variant, work, base_dir) for variant in VARIANTS}
+    variants = [v for v in VARIANTS if v != "critic_tuned" or args.tune_episodes > 0]
+    configs = {variant: variant_config(raw, variant, work, base_dir) for variant in variants}
     runs: dict[str, LoopRun] = {}
     figures: dict[str, Any] = {}
-    for variant, config in configs.items():  # `all` first: the other two take its round
+    tuning: dict[str, Any] = {}
+    for variant, config in configs.items():  # `all` first: the others take its round
+        if variant == "critic_tuned" and not (work / variant / "store").exists():
+            tuning = tuned_labels(runs["all"], base, work, args.tune_episodes)
         runs[variant] = LoopRun(config, LineReporter(variant))
         runs[variant].run()
         figures[variant] = variant_figures(runs[variant])
@@ -169,9 +217,14 @@ def main() -> None:
         "critic_vs_all_points": round(100 * (critic["success"] - everything["success"]), 1),
         "ground_truth_vs_all_points": round(100 * (truth["success"] - everything["success"]), 1),
         "retention_agreement": retention_agreement(runs["critic"], configs["ground_truth"]),
+        **(
+            tuned_figures(figures["critic_tuned"], truth, runs["critic_tuned"], configs["ground_truth"], tuning)
+            if "critic_tuned" in figures
+            else {}
+        ),
         "wall_s": round(time.perf_counter() - started, 1),
     }
-    for variant in ("base", *VARIANTS):
+    for variant in ("base", *variants):
         print(f"{variant}: success {result[variant]['success']:.2f} {result[variant]['ci95']}")
     print(json.dumps(result))
 
