@@ -85,6 +85,12 @@ def test_critic_tune_fits_saves_and_label_uses_it_until_the_critic_is_retrained(
     tiny = {"steps": 60, "batch_size": 32, "critic": {"hidden": 32, "layers": 1}, "held_out_fraction": 0.0}
     train_critic(store, critic, validate_config(CriticTrainConfig, tiny))
     runner = CliRunner()
+    rule = tmp_path / "tuned.yaml"
+    rule.write_text("segmenter:\n  rule: tuned\n")
+    result = runner.invoke(app, ["label", "--store", str(store), "--critic", str(critic), "--config", str(rule)])
+    assert result.exit_code == 2 and "no tuned segmenter; make one with vla-recover critic tune" in result.output
+    with EpisodeStore(store) as opened:
+        assert not opened.index.segments(source="critic")  # nothing written
     result = runner.invoke(app, ["critic", "tune", "--store", str(store), "--critic", str(critic), "--trees", "10"])
     assert result.exit_code == 0, result.output
     metrics = json.loads(result.output.strip().splitlines()[-1])
