@@ -96,6 +96,7 @@ def test_critic_tune_fits_saves_and_label_uses_it_until_the_critic_is_retrained(
     metrics = json.loads(result.output.strip().splitlines()[-1])
     assert metrics["episodes"] == 8 and metrics["held_out_episodes"] == 2
     assert set(metrics["held_out_macro_f1"]) == {"tuned", "slope_rule"}
+    assert (critic / "tuned_segmenter_held_out.png").stat().st_size > 10_000  # the held-out confusions
     loaded = ProgressCritic.load(critic)
     assert loaded.tuned is not None and loaded.tuned.meta["episodes"] == 8
 

@@ -17,7 +17,7 @@ from matplotlib.patches import Patch
 from vla_recover.critic.data import CriticEpisode
 from vla_recover.critic.model import ProgressCritic
 
-__all__ = ["KIND_COLOURS", "draw_episode", "plot_episode_file", "plot_held_out", "plot_loss"]
+__all__ = ["KIND_COLOURS", "draw_episode", "plot_confusions", "plot_episode_file", "plot_held_out", "plot_loss"]
 
 KIND_COLOURS = {
     "progress": "#2ca02c",
@@ -122,3 +122,26 @@ def plot_episode_file(
         title=f"episode {episode.id}: {episode.instruction} ({episode.outcome})",
     )  # fmt: skip
     return _save_with_legend(fig, out, bottom=0.12)
+
+
+def plot_confusions(confusions: dict[str, np.ndarray], out: Path) -> Path:
+    """Side by side, one per segmenter: steps of each true kind (rows) by the kind cut (columns), as a share of the
+    row, with the row's step count on its label."""
+    from vla_recover.critic.segmenter import CRITIC_KINDS
+
+    names = [kind.replace("_", " ") for kind in CRITIC_KINDS]
+    fig, axes = plt.subplots(1, len(confusions), figsize=(4.6 * len(confusions), 4.2), squeeze=False)
+    for ax, (title, counts) in zip(axes.flat, confusions.items(), strict=True):
+        shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+        ax.imshow(shares, cmap="Blues", vmin=0.0, vmax=1.0)
+        for (row, column), share in np.ndenumerate(shares):
+            ax.text(column, row, f"{share:.2f}", ha="center", va="center", color="white" if share > 0.6 else "black")
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+        ax.set_yticks(range(len(names)), [f"{n} ({int(c)})" for n, c in zip(names, counts.sum(axis=1), strict=True)])
+        ax.set_xlabel("cut as")
+        ax.set_ylabel("ground truth (steps)")
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

@@ -3,7 +3,8 @@
 The store's episodes must carry the simulator's progress (``progress``), which the ground truth is cut from
 (`vla_recover.critic.metrics`). A seeded share of the episodes is held out first: the forest fit on the rest is
 scored on them beside the slope rule, so the tuning reports what it gained; the forest that is saved is then fit
-on every episode.
+on every episode. The held-out quarter's confusions, tuned beside the slope rule, are drawn in the critic's
+directory (``tuned_segmenter_held_out.png``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import numpy as np
 from vla_recover.critic.data import CriticEpisode, load_episodes
 from vla_recover.critic.metrics import per_kind_f1, step_labels, true_labels
 from vla_recover.critic.model import ProgressCritic
-from vla_recover.critic.segmenter import SegmenterConfig, segment_episode
+from vla_recover.critic.plots import plot_confusions
+from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig, segment_episode
 from vla_recover.critic.train import split_episodes
 from vla_recover.critic.tuned import TuneConfig, TunedSegmenter, curve_features, fit_tuned_segmenter, human_steps
 from vla_recover.data import EpisodeStore
@@ -26,6 +28,7 @@ from vla_recover.data import EpisodeStore
 __all__ = ["tune_segmenter"]
 
 HELD_OUT_FRACTION = 0.25
+TUNING_PLOT = "tuned_segmenter_held_out.png"  # the held-out quarter's confusion, tuned beside the slope rule
 SLOPE_RULE = SegmenterConfig(rule="slope")
 
 
@@ -34,16 +37,21 @@ def _fit(episodes: list[CriticEpisode], curves: dict[int, np.ndarray], config: T
     return fit_tuned_segmenter(features, [true_labels(e)[e.rows] for e in episodes], config)
 
 
-def _macro_f1(
+def _held_out_score(
     episodes: list[CriticEpisode], curves: dict[int, np.ndarray], rule: SegmenterConfig, tuned: TunedSegmenter | None
-) -> float | None:
+) -> tuple[float | None, np.ndarray]:
+    """(macro-F1, confusion counts: true kind × kind cut) over the scored steps of ``episodes``."""
     truth, predicted = [], []
     for episode in episodes:
         full = np.zeros(episode.length)
         full[episode.rows] = curves[episode.id]
         truth.append(true_labels(episode))
         predicted.append(step_labels(episode.length, segment_episode(full, rule, episode.supervision, tuned)))
-    return per_kind_f1(np.concatenate(truth), np.concatenate(predicted))["macro"]
+    true_kinds, cut_kinds = np.concatenate(truth), np.concatenate(predicted)
+    scored = true_kinds >= 0
+    confusion = np.zeros((len(CRITIC_KINDS), len(CRITIC_KINDS)), dtype=np.int64)
+    np.add.at(confusion, (true_kinds[scored], cut_kinds[scored]), 1)
+    return per_kind_f1(true_kinds, cut_kinds)["macro"], confusion
 
 
 def tune_segmenter(
@@ -73,10 +81,9 @@ def tune_segmenter(
     train, held_out = split_episodes(episodes, HELD_OUT_FRACTION, config.seed)
     stage("fit on three quarters, score the rest")
     trial = _fit(train, curves, config)
-    scores = {
-        "tuned": _macro_f1(held_out, curves, SegmenterConfig(rule="tuned"), trial),
-        "slope_rule": _macro_f1(held_out, curves, SLOPE_RULE, None),
-    }
+    tuned_f1, tuned_confusion = _held_out_score(held_out, curves, SegmenterConfig(rule="tuned"), trial)
+    slope_f1, slope_confusion = _held_out_score(held_out, curves, SLOPE_RULE, None)
+    scores = {"tuned": tuned_f1, "slope_rule": slope_f1}
     stage("fit on every episode")
     tuned = _fit(episodes, curves, config)
     tuned.meta.update({"store": str(store_path), "task": task, "episodes": len(episodes), "held_out_macro_f1": scores})
@@ -84,4 +91,11 @@ def tune_segmenter(
     metrics = {"episodes": len(episodes), "held_out_episodes": len(held_out), "held_out_macro_f1": scores,
                "steps": tuned.meta["steps"], "nodes": tuned.meta["nodes"]}  # fmt: skip
     (Path(critic_dir) / "tuned_segmenter_metrics.json").write_text(json.dumps(metrics, indent=2))
+    plot_confusions(
+        {
+            f"tuned segmenter (macro-F1 {tuned_f1})": tuned_confusion,
+            f"slope rule (macro-F1 {slope_f1})": slope_confusion,
+        },
+        Path(critic_dir) / TUNING_PLOT,
+    )
     return metrics
