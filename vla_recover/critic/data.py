@@ -14,7 +14,15 @@ import numpy as np
 
 from vla_recover.data import EpisodeStore
 
-__all__ = ["CriticEpisode", "length_bin_edges", "load_episodes", "non_finite_step", "spearman", "timeline_rows"]
+__all__ = [
+    "CriticEpisode",
+    "human_steps",
+    "length_bin_edges",
+    "load_episodes",
+    "non_finite_step",
+    "spearman",
+    "timeline_rows",
+]
 
 
 @dataclass
@@ -82,6 +90,15 @@ def timeline_rows(length: int, supervision: Sequence[tuple[int, int, str]] = ())
         if kind == "rewind":
             rewound[start:stop] = True
     return np.flatnonzero(~rewound)
+
+
+def human_steps(length: int, supervision: Sequence[tuple[int, int, str]] = ()) -> np.ndarray:
+    """Per episode row: inside an ``intervention`` supervision segment (a human in control)."""
+    human = np.zeros(length, dtype=bool)
+    for start, stop, kind in supervision:
+        if kind == "intervention":
+            human[start:stop] = True
+    return human
 
 
 def length_bin_edges(lengths: np.ndarray, bins: int) -> np.ndarray:

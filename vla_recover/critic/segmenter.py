@@ -7,8 +7,8 @@ say nothing about the policy):
 2. Call each step rising, falling or flat, by one of two rules (``rule``; ``auto``, the default, is the critic's
    tuned segmenter when it has one, `vla_recover.critic.tuned`, which names every step's kind itself, else ``slope``):
 
-   - ``slope`` (the default): the slope at step t is the smoothed rise over the ``slope_steps`` steps around it,
-     per step; at least ``rise_per_step`` is rising, at most ``-fall_per_step`` falling, else flat.
+   - ``slope`` (what ``auto`` falls back to): the slope at step t is the smoothed rise over the ``slope_steps``
+     steps around it, per step; at least ``rise_per_step`` is rising, at most ``-fall_per_step`` falling, else flat.
    - ``dead_band``: the curve has moved once it is ``move`` away from where it last moved. The
      move's steps, from its turn (the lowest point before a rise, the highest before a fall), are rising or
      falling if it came at ``rise_per_step`` (``fall_per_step``) per step or faster, else flat (a slow drift);
@@ -34,19 +34,12 @@ import numpy as np
 from pydantic import Field
 
 from vla_recover.config import FrozenConfig
-from vla_recover.critic.data import timeline_rows
+from vla_recover.critic.data import human_steps, timeline_rows
 
 if TYPE_CHECKING:
     from vla_recover.critic.tuned import TunedSegmenter
 
-__all__ = [
-    "CRITIC_KINDS",
-    "SegmenterConfig",
-    "best_before",
-    "cut_episode",
-    "dead_band_kinds",
-    "segment_episode",
-]
+__all__ = ["CRITIC_KINDS", "SegmenterConfig", "best_before", "cut_episode", "dead_band_kinds", "segment_episode"]
 
 CRITIC_KINDS: tuple[str, ...] = ("progress", "idle", "failure_inducing", "recovery")
 
@@ -85,8 +78,6 @@ def segment_episode(
     config = config or SegmenterConfig()
     if config.rule_for(tuned) == "tuned":
         assert tuned is not None
-        from vla_recover.critic.tuned import human_steps
-
         length = np.asarray(progress).size
         human = human_steps(length, supervision)[timeline_rows(length, supervision)]
         return cut_episode(progress, lambda curve: tuned.step_kinds(curve, human), 1, supervision)

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from vla_recover.critic.data import CriticEpisode, load_episodes
+from vla_recover.critic.data import CriticEpisode, human_steps, load_episodes
 from vla_recover.critic.metrics import per_kind_f1, step_labels, true_labels
 from vla_recover.critic.model import ProgressCritic
 from vla_recover.critic.plots import plot_confusions
 from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig, segment_episode
 from vla_recover.critic.train import split_episodes
-from vla_recover.critic.tuned import TuneConfig, TunedSegmenter, curve_features, fit_tuned_segmenter, human_steps
+from vla_recover.critic.tuned import TuneConfig, TunedSegmenter, curve_features, fit_tuned_segmenter
 from vla_recover.data import EpisodeStore
 
 __all__ = ["tune_segmenter"]

@@ -33,7 +33,6 @@ __all__ = [
     "TunedSegmenter",
     "curve_features",
     "fit_tuned_segmenter",
-    "human_steps",
 ]
 
 TUNED_SCHEMA = 1
@@ -73,15 +72,6 @@ def curve_features(curve: np.ndarray, human: np.ndarray) -> np.ndarray:
         in_control[t] = run
     columns.append(in_control)
     return np.stack(columns, axis=1).astype(np.float32)  # the forest splits on float32, as scikit-learn's trees do
-
-
-def human_steps(length: int, supervision: Sequence[tuple[int, int, str]]) -> np.ndarray:
-    """Per episode row: inside an ``intervention`` supervision segment."""
-    human = np.zeros(length, dtype=bool)
-    for start, stop, kind in supervision:
-        if kind == "intervention":
-            human[start:stop] = True
-    return human
 
 
 class TunedSegmenter:
