@@ -36,7 +36,7 @@ from vla_recover.critic.data import CriticEpisode, length_bin_edges, load_episod
 from vla_recover.critic.label import critic_segments
 from vla_recover.critic.metrics import LengthBaseline, per_kind_f1, step_labels, true_labels
 from vla_recover.critic.model import ProgressCritic
-from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig, segment_episode
+from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig, segment_timeline
 from vla_recover.critic.train import CriticTrainConfig, train_critic
 from vla_recover.critic.tune import tune_segmenter
 from vla_recover.data import EpisodeStore
@@ -106,11 +106,7 @@ def labels_from_curve(
     config: SegmenterConfig | None = None,
     critic: ProgressCritic | None = None,
 ) -> np.ndarray:
-    full = np.zeros(episode.length)
-    full[episode.rows] = curve
-    return step_labels(
-        episode.length, segment_episode(full, config, episode.supervision, critic.tuned if critic else None)
-    )
+    return step_labels(episode.length, segment_timeline(episode, curve, config, critic.tuned if critic else None))
 
 
 def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: LengthBaseline) -> dict[str, Any]:

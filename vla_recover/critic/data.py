@@ -93,12 +93,12 @@ def timeline_rows(length: int, supervision: Sequence[tuple[int, int, str]] = ())
 
 
 def human_steps(length: int, supervision: Sequence[tuple[int, int, str]] = ()) -> np.ndarray:
-    """Per episode row: inside an ``intervention`` supervision segment (a human in control)."""
+    """Per timeline step (`timeline_rows`): inside an ``intervention`` supervision segment (a human in control)."""
     human = np.zeros(length, dtype=bool)
     for start, stop, kind in supervision:
         if kind == "intervention":
             human[start:stop] = True
-    return human
+    return human[timeline_rows(length, supervision)]
 
 
 def length_bin_edges(lengths: np.ndarray, bins: int) -> np.ndarray:

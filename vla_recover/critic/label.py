@@ -15,7 +15,7 @@ import numpy as np
 
 from vla_recover.critic.data import CriticEpisode, load_episodes
 from vla_recover.critic.model import ProgressCritic
-from vla_recover.critic.segmenter import SegmenterConfig, segment_episode
+from vla_recover.critic.segmenter import SegmenterConfig, segment_timeline
 from vla_recover.data import EpisodeStore
 
 __all__ = ["critic_segments", "label_store"]
@@ -26,9 +26,7 @@ def critic_segments(
 ) -> tuple[np.ndarray, list[tuple[int, int, str]]]:
     """(the critic's progress along the episode's timeline, its segments in episode rows)."""
     curve = critic.predict(episode.inputs, episode.instruction, where=f"episode {episode.id}")
-    full = np.zeros(episode.length, dtype=np.float64)  # rewind rows are skipped by the segmenter
-    full[episode.rows] = curve
-    return curve, segment_episode(full, config, episode.supervision, critic.tuned)
+    return curve, segment_timeline(episode, curve, config, critic.tuned)
 
 
 def label_store(

@@ -16,6 +16,7 @@ from matplotlib.patches import Patch
 
 from vla_recover.critic.data import CriticEpisode
 from vla_recover.critic.model import ProgressCritic
+from vla_recover.critic.segmenter import CRITIC_KINDS
 
 __all__ = ["KIND_COLOURS", "draw_episode", "plot_confusions", "plot_episode_file", "plot_held_out", "plot_loss"]
 
@@ -127,8 +128,6 @@ def plot_episode_file(
 def plot_confusions(confusions: dict[str, np.ndarray], out: Path) -> Path:
     """Side by side, one per segmenter: steps of each true kind (rows) by the kind cut (columns), as a share of the
     row, with the row's step count on its label."""
-    from vla_recover.critic.segmenter import CRITIC_KINDS
-
     names = [kind.replace("_", " ") for kind in CRITIC_KINDS]
     fig, axes = plt.subplots(1, len(confusions), figsize=(4.6 * len(confusions), 4.2), squeeze=False)
     for ax, (title, counts) in zip(axes.flat, confusions.items(), strict=True):

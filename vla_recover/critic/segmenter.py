@@ -34,12 +34,20 @@ import numpy as np
 from pydantic import Field
 
 from vla_recover.config import FrozenConfig
-from vla_recover.critic.data import human_steps, timeline_rows
+from vla_recover.critic.data import CriticEpisode, human_steps, timeline_rows
 
 if TYPE_CHECKING:
     from vla_recover.critic.tuned import TunedSegmenter
 
-__all__ = ["CRITIC_KINDS", "SegmenterConfig", "best_before", "cut_episode", "dead_band_kinds", "segment_episode"]
+__all__ = [
+    "CRITIC_KINDS",
+    "SegmenterConfig",
+    "best_before",
+    "cut_episode",
+    "dead_band_kinds",
+    "segment_episode",
+    "segment_timeline",
+]
 
 CRITIC_KINDS: tuple[str, ...] = ("progress", "idle", "failure_inducing", "recovery")
 
@@ -78,10 +86,22 @@ def segment_episode(
     config = config or SegmenterConfig()
     if config.rule_for(tuned) == "tuned":
         assert tuned is not None
-        length = np.asarray(progress).size
-        human = human_steps(length, supervision)[timeline_rows(length, supervision)]
+        human = human_steps(np.asarray(progress).size, supervision)
         return cut_episode(progress, lambda curve: tuned.step_kinds(curve, human), 1, supervision)
     return cut_episode(progress, lambda curve: _step_kinds(curve, config), config.min_steps, supervision)
+
+
+def segment_timeline(
+    episode: CriticEpisode,
+    curve: np.ndarray,
+    config: SegmenterConfig | None = None,
+    tuned: TunedSegmenter | None = None,
+) -> list[tuple[int, int, str]]:
+    """`segment_episode` for a curve over the episode's timeline (one value per row outside rewinds), as a critic
+    predicts it."""
+    full = np.zeros(episode.length)
+    full[episode.rows] = curve
+    return segment_episode(full, config, episode.supervision, tuned)
 
 
 def dead_band_kinds(

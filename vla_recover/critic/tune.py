@@ -20,7 +20,7 @@ from vla_recover.critic.data import CriticEpisode, human_steps, load_episodes
 from vla_recover.critic.metrics import per_kind_f1, step_labels, true_labels
 from vla_recover.critic.model import ProgressCritic
 from vla_recover.critic.plots import plot_confusions
-from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig, segment_episode
+from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig, segment_timeline
 from vla_recover.critic.train import split_episodes
 from vla_recover.critic.tuned import TuneConfig, TunedSegmenter, curve_features, fit_tuned_segmenter
 from vla_recover.data import EpisodeStore
@@ -33,7 +33,7 @@ SLOPE_RULE = SegmenterConfig(rule="slope")
 
 
 def _fit(episodes: list[CriticEpisode], curves: dict[int, np.ndarray], config: TuneConfig) -> TunedSegmenter:
-    features = [curve_features(curves[e.id], human_steps(e.length, e.supervision)[e.rows]) for e in episodes]
+    features = [curve_features(curves[e.id], human_steps(e.length, e.supervision)) for e in episodes]
     return fit_tuned_segmenter(features, [true_labels(e)[e.rows] for e in episodes], config)
 
 
@@ -43,10 +43,8 @@ def _held_out_score(
     """(macro-F1, confusion counts: true kind × kind cut) over the scored steps of ``episodes``."""
     truth, predicted = [], []
     for episode in episodes:
-        full = np.zeros(episode.length)
-        full[episode.rows] = curves[episode.id]
         truth.append(true_labels(episode))
-        predicted.append(step_labels(episode.length, segment_episode(full, rule, episode.supervision, tuned)))
+        predicted.append(step_labels(episode.length, segment_timeline(episode, curves[episode.id], rule, tuned)))
     true_kinds, cut_kinds = np.concatenate(truth), np.concatenate(predicted)
     scored = true_kinds >= 0
     confusion = np.zeros((len(CRITIC_KINDS), len(CRITIC_KINDS)), dtype=np.int64)

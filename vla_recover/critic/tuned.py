@@ -39,7 +39,6 @@ TUNED_SCHEMA = 1
 TUNED_FILES = ("tuned_segmenter.json", "tuned_segmenter.safetensors")
 SMOOTHING_WIDTHS = (1, 3, 5, 9)
 RISE_SPANS = (2, 5, 10, 20)
-FEATURES = len(SMOOTHING_WIDTHS) * (2 + 2 * len(RISE_SPANS)) + 3  # what curve_features gives each step
 
 
 class TuneConfig(FrozenConfig):
@@ -148,7 +147,8 @@ def _forest_problem(arrays: dict[str, np.ndarray]) -> str | None:
         return f"value must be (nodes, {len(CRITIC_KINDS)}) and roots a non-empty 1-D array"
     index, leaf = np.arange(nodes), arrays["left"] < 0
     inner_ok = (arrays["left"] > index) & (arrays["right"] > index) & (arrays["right"] < nodes)
-    inner_ok &= (arrays["left"] < nodes) & (arrays["feature"] >= 0) & (arrays["feature"] < FEATURES)
+    features = curve_features(np.zeros(1), np.zeros(1, dtype=bool)).shape[1]  # what each step is described by
+    inner_ok &= (arrays["left"] < nodes) & (arrays["feature"] >= 0) & (arrays["feature"] < features)
     if not np.all(np.where(leaf, arrays["right"] < 0, inner_ok)):
         return "a node's children or feature are out of range"
     if np.any((arrays["roots"] < 0) | (arrays["roots"] >= nodes)):
