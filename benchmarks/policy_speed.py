@@ -27,6 +27,7 @@ from vla_recover.train.trainer import make_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 LEROBOT_PYTHON = ROOT / ".venv-lerobot" / "bin" / "python"
+LEROBOT_READY = ROOT / ".venv-lerobot" / "READY"  # written by scripts/install_lerobot_venv.sh once it is done
 
 
 def measure_latency(policy: Policy, args: argparse.Namespace) -> dict[str, float]:
@@ -90,7 +91,7 @@ def measure_ours(name: str, args: argparse.Namespace, inference_steps: int) -> d
 
 
 def measure_lerobot(args: argparse.Namespace) -> dict[str, Any] | None:
-    if not LEROBOT_PYTHON.exists():
+    if not LEROBOT_READY.exists():
         return None
     payload = {
         "state_dim": args.state_dim, "action_dim": args.action_dim, "horizon": args.horizon,
@@ -129,7 +130,9 @@ def main() -> None:
         print(f"{name}: {row}", flush=True)
     lerobot = measure_lerobot(args)
     if lerobot is None:
-        results["lerobot_diffusion_ddim10"] = {"skipped": "no .venv-lerobot (bash scripts/install_lerobot_venv.sh)"}
+        results["lerobot_diffusion_ddim10"] = {
+            "skipped": "no finished .venv-lerobot (bash scripts/install_lerobot_venv.sh)"
+        }
     else:
         print(f"lerobot_diffusion_ddim10: {lerobot}", flush=True)
         results["lerobot_diffusion_ddim10"] = lerobot

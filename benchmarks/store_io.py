@@ -40,6 +40,7 @@ from vla_recover.data import EpisodeData, EpisodeStore, WindowSampler, WindowSpe
 
 ROOT = Path(__file__).resolve().parents[1]
 LEROBOT_PYTHON = ROOT / ".venv-lerobot" / "bin" / "python"
+LEROBOT_READY = ROOT / ".venv-lerobot" / "READY"  # written by scripts/install_lerobot_venv.sh once it is done
 CAMERAS = ("front", "wrist")
 _STORE_KEY = {k: k for k in ("action", "phase", "progress", "sim_time")}  # the rest are observations: obs.<key>
 
@@ -119,8 +120,8 @@ def ours_read(path: Path, images: bool, batch: int, seconds: float, cached: bool
 
 
 def lerobot_side(data: Path, root: Path, mode: str, args: argparse.Namespace) -> dict[str, Any] | None:
-    if not LEROBOT_PYTHON.exists():
-        log(f"no {LEROBOT_PYTHON}: LeRobot figures skipped (bash scripts/install_lerobot_venv.sh)")
+    if not LEROBOT_READY.exists():
+        log("no finished .venv-lerobot: LeRobot figures skipped (bash scripts/install_lerobot_venv.sh)")
         return None
     script = ROOT / "benchmarks" / "lerobot_side.py"
     options = [

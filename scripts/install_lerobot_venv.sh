@@ -8,6 +8,9 @@
 #
 #   bash scripts/install_lerobot_venv.sh          create (or complete) .venv-lerobot
 #   bash scripts/install_lerobot_venv.sh --fresh  delete it first
+#
+# Only a finished install writes $venv/READY; the tests and benchmarks that need LeRobot look for that file, so a
+# half-built venv (a failed download, a full disk) makes them skip rather than fail on a missing module.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.venv-lerobot
@@ -20,6 +23,7 @@ fi
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
+marker="$venv/READY"
 # this machine's pip config lists local indexes whose missing entries pip reports once per package: hide that noise
 pip_install() {
   "$venv/bin/pip" install --quiet "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
@@ -27,7 +31,15 @@ pip_install() {
 ready="import lerobot, pytest, scservo_sdk, vla_recover.policies, sys; sys.exit(lerobot.__version__ != '0.4.4')"
 if HF_HUB_OFFLINE=1 "$venv/bin/python" -c "$ready" 2>/dev/null; then
   echo "lerobot 0.4.4 is already in $venv (--fresh to rebuild)"
+  touch "$marker"
   exit 0
+fi
+rm -f "$marker"
+need_gb=10
+free_gb=$(df -P -BG "$venv" | awk 'NR == 2 { sub("G", "", $4); print $4 }')
+if [ "$free_gb" -lt "$need_gb" ]; then
+  echo "error: $venv needs about $need_gb GB of free disk and $(df -P "$venv" | awk 'NR == 2 { print $6 }') has $free_gb GB" >&2
+  exit 1
 fi
 pip_install --upgrade pip
 
@@ -68,3 +80,4 @@ import vla_recover.policies  # noqa: F401
 from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: F401
 print(f'lerobot {lerobot.__version__} on torch {torch.__version__}: ready in $venv')
 "
+touch "$marker"

@@ -21,13 +21,13 @@ from PIL import Image  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from tests.data.synthetic import synthetic_episode  # noqa: E402
+from tests.lerobot_venv import LEROBOT_PYTHON, needs_lerobot_venv  # noqa: E402
 from vla_recover.cli.interop import export_app, import_app  # noqa: E402
 from vla_recover.data import ACTORS, EpisodeData, EpisodeStore, check_store  # noqa: E402
 from vla_recover.data.lerobot import LeRobotFormatError, export_lerobot, import_lerobot  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "lerobot"
-LEROBOT_PYTHON = ROOT / ".venv-lerobot" / "bin" / "python"
 DATA = "data/chunk-000/file-000.parquet"
 
 
@@ -333,9 +333,6 @@ def test_cli_errors_exit_2(tmp_path: Path) -> None:
 
 
 # -- LeRobot's own reader -----------------------------------------------------------------------------------------
-lerobot_venv = pytest.mark.skipif(
-    not LEROBOT_PYTHON.exists(), reason="no .venv-lerobot (bash scripts/install_lerobot_venv.sh)"
-)
 
 
 @pytest.fixture(scope="module")
@@ -363,7 +360,7 @@ def lerobot_views(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.lerobot
-@lerobot_venv
+@needs_lerobot_venv
 def test_lerobot_loads_our_export(lerobot_views: dict[str, Any]) -> None:
     view = lerobot_views["ours"]
     with EpisodeStore(lerobot_views["store"]) as store:
@@ -387,7 +384,7 @@ def test_lerobot_loads_our_export(lerobot_views: dict[str, Any]) -> None:
 
 
 @pytest.mark.lerobot
-@lerobot_venv
+@needs_lerobot_venv
 def test_lerobot_and_we_read_its_fixture_alike(lerobot_views: dict[str, Any]) -> None:
     view = lerobot_views["theirs"]
     store_path = lerobot_views["tmp"] / "fixture_store"

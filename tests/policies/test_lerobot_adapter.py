@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
+from tests.lerobot_venv import LEROBOT_PYTHON, needs_lerobot_venv
 from vla_recover.config import ConfigError
 from vla_recover.policies import build_policy
 
 ROOT = Path(__file__).resolve().parents[2]
-LEROBOT_PYTHON = ROOT / ".venv-lerobot" / "bin" / "python"
 SHAPES = {"obs.state": (6,)}
 SMALL = {"down_dims": [16, 32], "action_horizon": 8, "action_exec": 4, "environment_state_dims": 2}
 
@@ -40,9 +40,8 @@ def test_missing_lerobot_says_how_to_get_it() -> None:
 
 
 @pytest.mark.lerobot
+@needs_lerobot_venv
 def test_contract_adapter_leader_arm_and_robot_pass_inside_the_lerobot_venv() -> None:
-    if not LEROBOT_PYTHON.exists():
-        pytest.skip("no .venv-lerobot (bash scripts/install_lerobot_venv.sh)")
     files = [
         "tests/policies/test_policies.py",
         "tests/policies/test_lerobot_adapter.py",
