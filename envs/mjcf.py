@@ -63,6 +63,11 @@ _GRIPPER = """
 """
 
 _ACTUATORS = """
+  <contact>
+    <!-- the fingers never touch each other: closed on nothing, colliding boxes pushed them through one another
+         and held them crossed, so the gripper could never open again -->
+    <exclude body1="finger_left" body2="finger_right"/>
+  </contact>
   <equality>
     <!-- a parallel-jaw gripper: the fingers move together, so a held object cannot drift sideways -->
     <joint joint1="finger_left" joint2="finger_right" polycoef="0 1 0 0 0" solref="0.005 1"/>

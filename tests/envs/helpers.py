@@ -22,10 +22,16 @@ class Trace:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def run_expert(task: str, seed: int, config: dict[str, Any] | None = None, env: Any = None) -> Trace:
+def run_expert(
+    task: str,
+    seed: int,
+    config: dict[str, Any] | None = None,
+    env: Any = None,
+    expert_config: dict[str, Any] | None = None,
+) -> Trace:
     env = env or make_task(task, config)
     obs, info = env.reset(seed=seed)
-    expert = make_expert(task, env, ExpertConfig(), seed=seed)
+    expert = make_expert(task, env, ExpertConfig(**(expert_config or {})), seed=seed)
     trace = Trace(states=[obs["state"]], progress=[info["progress"]], phases=[info["phase_index"]])
     while True:
         obs, _, terminated, truncated, info = env.step(expert())

@@ -10,6 +10,7 @@ from tests.envs.helpers import run_expert
 from vla_recover.config import ConfigError
 from vla_recover.envs import TASKS, gym_id, make_expert, make_task
 from vla_recover.envs.config import MujocoTaskConfig
+from vla_recover.envs.mjcf import FINGER_OPEN
 from vla_recover.registry import UnknownNameError
 
 MJCF_TASKS = [e.name for e in TASKS if issubclass(e.config_cls, MujocoTaskConfig)]
@@ -139,6 +140,27 @@ def test_every_failure_kind_creates_a_failure_or_recovery_situation(task: str, k
         drop = max(hit.progress[: step + 1]) - min(hit.progress[step + 1 : step + 21])
         disturbed += (not hit.success) or hit.length >= clean.length + 3 or drop >= 0.05
     assert disturbed >= 0.75 * len(seeds), f"{task}/{kind}: only {disturbed}/{len(seeds)} episodes disturbed"
+
+
+@pytest.mark.parametrize("task", MJCF_TASKS)
+def test_the_gripper_opens_again_after_closing_on_nothing(task: str) -> None:
+    env = make_task(task)
+    env.reset(seed=0)
+    close, open_ = np.array([0, 0, 0, 0, 1.0]), np.array([0, 0, 0, 0, -1.0])
+    for _ in range(10):
+        env.step(close)
+    assert abs(env.unwrapped.finger_opening) < 0.003  # shut, the fingers side by side, not through each other
+    for _ in range(10):
+        env.step(open_)
+    assert env.unwrapped.finger_opening == pytest.approx(FINGER_OPEN, abs=0.002)
+
+
+@pytest.mark.parametrize("task", MJCF_TASKS)
+def test_an_expert_that_misses_grasps_tries_again_and_succeeds(task: str) -> None:
+    """Half the grasp attempts close beside the object; the expert reopens, re-aims and gets there."""
+    misses = {"grasp_miss_prob": 0.5}
+    traces = [run_expert(task, seed, {"horizon": 400}, expert_config=misses) for seed in range(6)]
+    assert sum(t.success for t in traces) >= 5, [t.length for t in traces]
 
 
 def test_bad_task_id_lists_valid_choices() -> None:
