@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 
 import numpy as np
 import pytest
 
+from vla_recover.fleet.slot import Slot
+from vla_recover.fleet.states import SlotMachine
 from vla_recover.fleet.worker import EPISODE_OVER, SimWorkerCore, SimWorkerSpec, WorkerDied, WorkerHandle, WorkerProcess
 
 SPEC = SimWorkerSpec("LiftCube", {"horizon": 100}, {"action_noise": 0.05}, rewind_capacity=25)
@@ -31,6 +34,26 @@ def test_a_rewind_restores_the_exact_state_of_any_kept_step() -> None:
         core.handle(("step", [0.2, 0.0, 0.0, 0.0, 1.0]))
     core.handle(("rewind_to", 26))
     np.testing.assert_array_equal(core.env.unwrapped.get_state().physics, before[26])
+    core.close()
+
+
+def test_a_second_rewind_reaches_back_from_the_furthest_step_as_the_fleet_asks() -> None:
+    """After a rewind, the window stays anchored where the attempt got furthest: the checkpoints further back were
+    dropped then, and the fleet's slot asks for no earlier step than the worker can restore."""
+    core = SimWorkerCore(SPEC)
+    core.handle(("reset", 4))
+    slot = Slot("r0", SlotMachine("r0"), worker=None, history=deque())  # type: ignore[arg-type]
+    before: list[np.ndarray] = []
+    for action in np.random.default_rng(1).uniform(-1, 1, (60, 5)):
+        before.append(core.env.unwrapped.get_state().physics)
+        core.handle(("step", action))
+        slot.branch_rows.append(len(slot.branch_rows))
+    core.handle(("rewind_to", 40))
+    slot.cut_branch(40)
+    assert slot.oldest_rewind_target(SPEC.rewind_capacity) == 35  # 60 - 25, not 40 - 25
+    assert isinstance(core.handle(("rewind_to", 20)), ValueError)  # once a crash: no checkpoint at or before it
+    core.handle(("rewind_to", 35))
+    np.testing.assert_array_equal(core.env.unwrapped.get_state().physics, before[35])
     core.close()
 
 

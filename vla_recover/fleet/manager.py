@@ -165,7 +165,7 @@ class FleetManager:
             return 0
         self._rate_new_steps()
         here = len(slot.branch_rows)
-        oldest = max(0, here - self.config.rewind_capacity)
+        oldest = slot.oldest_rewind_target(self.config.rewind_capacity)
         target = here - steps if steps is not None else self._last_in_distribution(slot)
         target = max(oldest, min(target, here))
         if target >= here or slot.attempt is None:

@@ -32,6 +32,7 @@ class Slot:
     branch_rows: list[int] = field(default_factory=list)  # attempt row of each env step on the current branch
     branch_progress: list[float] = field(default_factory=list)  # ground truth after each step of the branch
     branch_critic: list[float] = field(default_factory=list)  # the critic's rating of each step's observation
+    furthest_step: int = 0  # the most steps any branch of this attempt reached (before rewinds cut them)
     device: TeleopDevice | None = None
     lease: Lease | None = None
     hold: bool = False  # a teleop robot with no valid command holds still
@@ -59,7 +60,14 @@ class Slot:
     def new_branch(self) -> None:
         """Forget the branch bookkeeping: a fresh attempt starts with no steps."""
         self.branch_rows, self.branch_progress, self.branch_critic = [], [], []
+        self.furthest_step = 0
 
     def cut_branch(self, step: int) -> None:
         """Drop the branch from ``step`` on (a rewind went back to before it)."""
+        self.furthest_step = max(self.furthest_step, len(self.branch_rows))
         del self.branch_rows[step:], self.branch_progress[step:], self.branch_critic[step:]
+
+    def oldest_rewind_target(self, capacity: int) -> int:
+        """The earliest step a rewind may reach: ``capacity`` back from the furthest step of the attempt, as the
+        sim worker keeps its checkpoints (after a rewind, the states it dropped further back stay dropped)."""
+        return max(0, max(self.furthest_step, len(self.branch_rows)) - capacity)

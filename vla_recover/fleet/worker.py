@@ -115,7 +115,7 @@ class SimWorkerCore:
         self.expert = make_expert(spec.task, self.env, spec.expert_config)
         self.checkpoints: OrderedDict[int, Any] = OrderedDict()  # step → exact sim state before that step
         self.actions: dict[int, np.ndarray] = {}  # step → the action taken at it, back to the oldest checkpoint
-        self.step = 0
+        self.step = self.furthest_step = 0
         self.episode_over = False  # steps that ran ahead past the episode's end are answered without stepping
 
     def handle(self, request: tuple[Any, ...]) -> Any:
@@ -127,7 +127,7 @@ class SimWorkerCore:
             self.expert.reset(seed + 1)
             self.checkpoints.clear()
             self.actions.clear()
-            self.step = 0
+            self.step = self.furthest_step = 0
             self.episode_over = False
             return obs, info
         if kind == "step" and self.episode_over:
@@ -140,6 +140,7 @@ class SimWorkerCore:
             obs, _, terminated, truncated, info = self.env.step(action)
             self.actions[self.step] = action
             self.step += 1
+            self.furthest_step = max(self.furthest_step, self.step)
             self.episode_over = bool(terminated or truncated)
             return obs, {key: info[key] for key in STEP_INFO if key in info}, terminated, truncated, action
         if kind == "rewind_to":
@@ -149,8 +150,10 @@ class SimWorkerCore:
         return ValueError(f"worker request: unknown kind {kind!r}")
 
     def _forget_beyond_capacity(self) -> None:
-        """Keep what rewinding ``rewind_capacity`` steps back needs: the newest checkpoint at or before that."""
-        oldest_target = self.step - self.spec.rewind_capacity
+        """Keep what rewinding ``rewind_capacity`` steps back from the furthest step needs: the newest checkpoint at
+        or before that. Measured from the furthest step, not the current one, so a rewind followed by another never
+        asks for a state dropped before the first."""
+        oldest_target = self.furthest_step - self.spec.rewind_capacity
         while len(self.checkpoints) > 1 and list(self.checkpoints)[1] <= oldest_target:
             self.checkpoints.popitem(last=False)
         first = next(iter(self.checkpoints))
@@ -158,7 +161,7 @@ class SimWorkerCore:
             del self.actions[step]
 
     def _rewind_to(self, target: int) -> Any:
-        oldest = max(0, self.step - self.spec.rewind_capacity)
+        oldest = max(0, self.furthest_step - self.spec.rewind_capacity)
         if not oldest <= target < self.step:
             return ValueError(f"rewind: step {target} is not among the last {self.step - oldest} kept")
         base = max(step for step in self.checkpoints if step <= target)
