@@ -412,6 +412,28 @@ def test_rewind_to_the_last_in_distribution_state_and_corrections_as_episodes(tm
         ]
 
 
+def test_a_rewind_never_undoes_a_correction_already_handed_back(tmp_path: Path) -> None:
+    """Else a policy and an expert that replay the same steps from the same state fail, and are rewound, forever."""
+    fleet = FleetManager(fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 60}))
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: len(fleet.slots["sim00"].branch_rows) == 10)
+        slot = fleet.slots["sim00"]
+        device = ScriptedDevice(lambda obs: np.array([0, 0, 0.2, 0, -1.0]))
+        lease = fleet.grant_takeover("sim00", "alice", device)
+        for _ in range(3):
+            fleet.tick()
+        fleet.release_takeover("sim00", lease.token)  # handed back after step 13
+        tick_until(fleet, lambda: len(slot.branch_rows) >= 18)
+        here = len(slot.branch_rows)
+        slot.branch_progress[:] = [0.4] * 5 + [0.1] * (here - 5)  # in distribution last at step 4, before the help
+        lease = fleet.grant_takeover("sim00", "alice", device)
+        assert fleet.rewind("sim00", lease.token) == here - 13 and len(slot.branch_rows) == 13
+        assert fleet.rewind("sim00", lease.token) == 0  # nothing before the correction to go back to
+    finally:
+        fleet.close()
+
+
 def test_remote_commands_need_the_lease_and_are_checked(tmp_path: Path) -> None:
     from vla_recover.teleop.devices import RemoteDevice
 

@@ -189,7 +189,7 @@ class FleetManager:
         slot = self.slot(robot)
         lease = self._checked_lease(slot, token)
         self.leases.release(robot, token)
-        slot.lease, slot.device, slot.hold = None, None, False
+        slot.lease, slot.device, slot.hold, slot.handback_step = None, None, False, len(slot.branch_rows)
         slot.machine.to(S.AUTONOMOUS, f"released by {lease.operator}")
         self._refill_history(slot)
         self.event("takeover_released", lease.operator, {}, robot)

@@ -33,6 +33,7 @@ class Slot:
     branch_progress: list[float] = field(default_factory=list)  # ground truth after each step of the branch
     branch_critic: list[float] = field(default_factory=list)  # the critic's rating of each step's observation
     furthest_step: int = 0  # the most steps any branch of this attempt reached (before rewinds cut them)
+    handback_step: int = 0  # the branch's length when a human last handed the robot back
     device: TeleopDevice | None = None
     lease: Lease | None = None
     hold: bool = False  # a teleop robot with no valid command holds still
@@ -60,7 +61,7 @@ class Slot:
     def new_branch(self) -> None:
         """Forget the branch bookkeeping: a fresh attempt starts with no steps."""
         self.branch_rows, self.branch_progress, self.branch_critic = [], [], []
-        self.furthest_step = 0
+        self.furthest_step = self.handback_step = 0
 
     def cut_branch(self, step: int) -> None:
         """Drop the branch from ``step`` on (a rewind went back to before it)."""
@@ -69,5 +70,7 @@ class Slot:
 
     def oldest_rewind_target(self, capacity: int) -> int:
         """The earliest step a rewind may reach: ``capacity`` back from the furthest step of the attempt, as the
-        sim worker keeps its checkpoints (after a rewind, the states it dropped further back stay dropped)."""
-        return max(0, max(self.furthest_step, len(self.branch_rows)) - capacity)
+        sim worker keeps its checkpoints (after a rewind, the states it dropped further back stay dropped), and
+        never before a human's handed-back correction. Undoing that would throw the correction away, and a
+        deterministic policy and expert replayed from the same state would fail and be rewound there forever."""
+        return max(0, max(self.furthest_step, len(self.branch_rows)) - capacity, self.handback_step)
