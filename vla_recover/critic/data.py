@@ -46,6 +46,13 @@ class CriticEpisode:
     def success(self) -> bool:
         return self.outcome == "success"
 
+    def on_rows(self, timeline_values: np.ndarray) -> np.ndarray:
+        """One value per episode row: ``timeline_values`` (one per timeline step) at their rows, 0 on rewinds, which
+        the segmenters skip."""
+        full = np.zeros(self.length)
+        full[self.rows] = timeline_values
+        return full
+
     def normalised_time(self) -> np.ndarray:
         """t / (T - 1) along the timeline; 1.0 for a single step."""
         return np.linspace(0.0, 1.0, self.steps) if self.steps > 1 else np.ones(1)

@@ -46,9 +46,9 @@ def true_labels(episode: CriticEpisode) -> np.ndarray:
     """The ground-truth kind index of every row of a sim episode (-1 on rewinds)."""
     if episode.true_progress is None:
         raise ValueError(f"episode {episode.id}: no simulator progress to cut ground truth from")
-    full = np.zeros(episode.length)
-    full[episode.rows] = episode.true_progress
-    return step_labels(episode.length, ground_truth_segments(full, episode.supervision))
+    return step_labels(
+        episode.length, ground_truth_segments(episode.on_rows(episode.true_progress), episode.supervision)
+    )
 
 
 def step_labels(length: int, segments: Sequence[tuple[int, int, str]]) -> np.ndarray:

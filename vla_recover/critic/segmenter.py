@@ -99,9 +99,7 @@ def segment_timeline(
 ) -> list[tuple[int, int, str]]:
     """`segment_episode` for a curve over the episode's timeline (one value per row outside rewinds), as a critic
     predicts it."""
-    full = np.zeros(episode.length)
-    full[episode.rows] = curve
-    return segment_episode(full, config, episode.supervision, tuned)
+    return segment_episode(episode.on_rows(curve), config, episode.supervision, tuned)
 
 
 def dead_band_kinds(
