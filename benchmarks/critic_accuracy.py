@@ -10,8 +10,10 @@
    progress cut with a dead band, see vla_recover.critic.metrics) beside the slope and dead-band rules on the same
    curve and baselines: time-based
    progress t/T, the oracle (the default segmenter on the true progress: the ceiling of the segmenter itself) and
-   a length-only classifier, overall and within episode-length bins. VOC on fleet successes is also split by
-   control (``voc_by_control``): those the policy made alone, and those a human took over in.
+   a length-only classifier, overall and within episode-length bins. Two more segmenters, fit on the same tuning
+   fleet, show what each of the tuned segmenter's inputs brings: ``tuned_curve_only`` without the state's
+   stillness, ``tuned_stillness_only`` with a flat curve in place of the critic's. VOC on fleet successes is also
+   split by control (``voc_by_control``): those the policy made alone, and those a human took over in.
 
 Needs the policies from configs/train/lift_diffusion.yaml and configs/train/pick_place_diffusion.yaml (see the
 README). Last line: one JSON object.
@@ -38,7 +40,8 @@ from vla_recover.critic.metrics import LengthBaseline, per_kind_f1, step_labels,
 from vla_recover.critic.model import ProgressCritic
 from vla_recover.critic.segmenter import CRITIC_KINDS, SegmenterConfig, segment_timeline
 from vla_recover.critic.train import CriticTrainConfig, train_critic
-from vla_recover.critic.tune import tune_segmenter
+from vla_recover.critic.tune import fit_on_episodes, state_motion, tune_segmenter, tuning_episodes
+from vla_recover.critic.tuned import TuneConfig, TunedSegmenter
 from vla_recover.data import EpisodeStore
 
 TASKS: dict[str, dict[str, Any]] = {
@@ -104,15 +107,36 @@ def labels_from_curve(
     episode: CriticEpisode,
     curve: np.ndarray,
     config: SegmenterConfig | None = None,
-    critic: ProgressCritic | None = None,
+    tuned: TunedSegmenter | None = None,
 ) -> np.ndarray:
-    return step_labels(episode.length, segment_timeline(episode, curve, config, critic.tuned if critic else None))
+    return step_labels(episode.length, segment_timeline(episode, curve, config, tuned))
 
 
-def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: LengthBaseline) -> dict[str, Any]:
+def tuning_ablations(tuning_store: Path, critic: ProgressCritic) -> dict[str, TunedSegmenter]:
+    """Segmenters fit on the same tuning fleet as the critic's own, each with one of its two inputs taken away:
+    ``curve_only`` never sees the state's stillness; ``stillness_only`` sees a flat curve (what the stillness and
+    the human's control reach without the critic)."""
+    episodes = tuning_episodes(tuning_store, critic)
+    config = TuneConfig()
+    curves = {e.id: critic.predict(e.inputs, e.instruction) for e in episodes}
+    flat = {e.id: np.zeros(e.steps) for e in episodes}
+    return {
+        "curve_only": fit_on_episodes(episodes, curves, config, None),
+        "stillness_only": fit_on_episodes(episodes, flat, config, state_motion(critic, episodes, config)),
+    }
+
+
+def score(
+    episodes: list[CriticEpisode],
+    critic: ProgressCritic,
+    baseline: LengthBaseline,
+    ablations: dict[str, TunedSegmenter] | None = None,
+) -> dict[str, Any]:
+    ablations = ablations or {}
     methods: dict[str, list[np.ndarray]] = {
         "critic": [], "critic_slope_rule": [], "critic_dead_band_rule": [], "time": [], "oracle": [], "length_only": []
     }  # fmt: skip
+    methods.update({f"tuned_{name}": [] for name in ablations})
     truths, voc, voc_truth, curves, true_curves = [], [], [], [], []
     helped: list[bool] = []  # per success scored for VOC: did a human take over during it
     for episode in episodes:
@@ -120,7 +144,12 @@ def score(episodes: list[CriticEpisode], critic: ProgressCritic, baseline: Lengt
         assert true_progress is not None  # the held-out episodes are the sim fleet's
         curve, _ = critic_segments(critic, episode)
         truths.append(true_labels(episode))
-        methods["critic"].append(labels_from_curve(episode, curve, critic=critic))
+        methods["critic"].append(labels_from_curve(episode, curve, tuned=critic.tuned))
+        for name, tuned in ablations.items():
+            flat = name == "stillness_only"
+            methods[f"tuned_{name}"].append(
+                labels_from_curve(episode, np.zeros_like(curve) if flat else curve, None, tuned)
+            )
         methods["critic_slope_rule"].append(labels_from_curve(episode, curve, SLOPE_RULE))
         methods["critic_dead_band_rule"].append(labels_from_curve(episode, curve, DEAD_BAND_RULE))
         methods["time"].append(labels_from_curve(episode, episode.normalised_time()))
@@ -281,12 +310,13 @@ def main() -> None:
                 run_fleet(task, tuning, args.tune_episodes, seed=60_000 + 10_000 * offset)
             results.setdefault("segmenter_tuning", {})[task] = tune_segmenter(tuning, critic_dir)
         critic = ProgressCritic.load(critic_dir)
+        ablations = tuning_ablations(tuning, critic) if args.tune_episodes else {}
         with EpisodeStore(demos) as store:
             train_episodes = load_episodes(store, critic.input_keys)
         baseline = LengthBaseline.fit([e.length for e in train_episodes], [true_labels(e) for e in train_episodes])
         with EpisodeStore(fleet) as store:
             scored[task] = (load_episodes(store, critic.input_keys), critic, baseline)
-        results[task] = score(*scored[task])
+        results[task] = score(*scored[task], ablations)
     results["all"] = merge(results, list(TASKS))
     results["wall_s"] = round(time.perf_counter() - started, 1)
     for task in TASKS:

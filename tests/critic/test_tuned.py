@@ -17,7 +17,16 @@ from vla_recover.critic.metrics import ground_truth_segments, per_kind_f1, step_
 from vla_recover.critic.model import ProgressCritic
 from vla_recover.critic.segmenter import SegmenterConfig, segment_episode
 from vla_recover.critic.train import CriticTrainConfig, train_critic
-from vla_recover.critic.tuned import TUNED_FILES, TuneConfig, TunedSegmenter, curve_features, fit_tuned_segmenter
+from vla_recover.critic.tuned import (
+    TUNED_FILES,
+    TUNED_SCHEMA,
+    StateMotion,
+    TuneConfig,
+    TunedSegmenter,
+    curve_features,
+    fit_tuned_segmenter,
+    step_features,
+)
 from vla_recover.data import EpisodeStore
 from vla_recover.rollout import expert_episodes
 
@@ -99,6 +108,15 @@ def test_critic_tune_fits_saves_and_label_uses_it_until_the_critic_is_retrained(
     assert (critic / "tuned_segmenter_held_out.png").stat().st_size > 10_000  # the held-out confusions
     loaded = ProgressCritic.load(critic)
     assert loaded.tuned is not None and loaded.tuned.meta["episodes"] == 8
+    # it reads how still the robot's nine entries and the cube's were
+    assert metrics["state_motion"] == {"key": "obs.state", "width": 19, "robot_entries": 9}
+    assert loaded.tuned.motion == StateMotion.from_meta(metrics["state_motion"])
+    args = ["critic", "tune", "--store", str(store), "--critic", str(critic), "--trees", "10", "--no-state-motion"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0 and json.loads(result.output.strip().splitlines()[-1])["state_motion"] is None
+    assert ProgressCritic.load(critic).tuned.motion is None  # type: ignore[union-attr]
+    result = runner.invoke(app, args[:-1])  # and back: the default reads the stillness
+    assert result.exit_code == 0, result.output
 
     result = runner.invoke(app, ["label", "--store", str(store), "--critic", str(critic)])
     assert result.exit_code == 0, result.output
@@ -123,7 +141,7 @@ def test_tune_refuses_a_store_without_simulator_progress_and_a_broken_segmenter(
     runner = CliRunner()
     result = runner.invoke(app, ["critic", "tune", "--store", str(store), "--critic", str(critic)])
     assert result.exit_code == 2 and "0 episodes carry the simulator's 'progress'" in result.output, result.output
-    (critic / TUNED_FILES[0]).write_text(json.dumps({"kind": "tuned_segmenter", "schema_version": 1}))
+    (critic / TUNED_FILES[0]).write_text(json.dumps({"kind": "tuned_segmenter", "schema_version": TUNED_SCHEMA}))
     with pytest.raises(FileNotFoundError, match=r"tuned_segmenter\.safetensors: missing"):
         ProgressCritic.load(critic)
     shutil.copy(critic / "config.json", critic / TUNED_FILES[0])
@@ -143,3 +161,55 @@ def test_a_forest_whose_walk_would_not_end_is_refused_on_load(tmp_path: Path) ->
     TunedSegmenter(looping, tuned.meta).save(tmp_path)
     with pytest.raises(ValueError, match="children or feature are out of range; tune the segmenter again"):
         TunedSegmenter.load(tmp_path)
+    tuned.save(tmp_path)
+    meta = json.loads((tmp_path / TUNED_FILES[0]).read_text())
+    (tmp_path / TUNED_FILES[0]).write_text(json.dumps({**meta, "state_motion": {"key": "obs.state"}}))
+    with pytest.raises(ValueError, match=r"state_motion \{'key': 'obs.state'\} is not a key, width and robot_entries"):
+        TunedSegmenter.load(tmp_path)
+
+
+def test_state_motion_is_the_largest_change_of_the_robot_and_of_the_objects_near_each_step() -> None:
+    motion = StateMotion("obs.state", 5, robot_entries=2)
+    state = np.zeros((100, 5))
+    state[:, 0] = 0.01 * np.arange(100)  # the robot moves 1 cm a step; the objects stay
+    state[60:, 3] = 0.5  # an object jumps at step 60
+    features = motion.features(state)
+    assert features.shape == (100, motion.feature_count) == (100, 6)
+    np.testing.assert_allclose(features[20], [0.01, 0.06, 0.24, 0.0, 0.0, 0.0])  # robot at spans 1, 6, 24; objects
+    np.testing.assert_allclose(features[59, 3:], [0.5, 0.5, 0.5])  # the jump is one step after
+    np.testing.assert_allclose(features[40, 3:], [0.0, 0.0, 0.5])  # within 24 steps, not 6
+    np.testing.assert_allclose(features[0, :3], [0.01, 0.06, 0.24])  # nothing before the first step: the ends repeat
+    assert StateMotion("obs.state", 5).feature_count == 3  # the split unknown: the state as one part
+    with pytest.raises(ValueError, match=r"obs.state: expected \(steps, 5\)"):
+        motion.features(state[:, :4])
+
+
+def test_the_state_motion_tells_a_pause_from_a_move_a_flat_curve_hides(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    motion = StateMotion("obs.state", 3)
+
+    def episode() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        moving = np.repeat(rng.random(8) < 0.5, 20)  # eight stretches of 20 steps: the arm moves or pauses
+        state = np.cumsum(np.where(moving[:, None], 0.01, 0.0) * rng.normal(1, 0.1, (160, 3)), axis=0)
+        curve = rng.normal(0.5, 0.05, 160)  # a critic that says nothing
+        return curve, state, np.where(moving, 0, 1)  # progress while moving, idle while paused
+
+    episodes = [episode() for _ in range(30)]
+    human = np.zeros(160, dtype=bool)
+
+    def fit(with_motion: StateMotion | None) -> float:
+        features = [step_features(c, human, with_motion, s) for c, s, _ in episodes[:20]]
+        tuned = fit_tuned_segmenter(features, [y for _, _, y in episodes[:20]], SMALL, with_motion)
+        tuned.save(tmp_path)
+        tuned = TunedSegmenter.load(tmp_path)
+        assert tuned is not None and tuned.motion == with_motion
+        cut = [step_labels(160, segment_episode(c, None, (), tuned, s)) for c, s, _ in episodes[20:]]
+        return per_kind_f1(np.concatenate([y for _, _, y in episodes[20:]]), np.concatenate(cut))["macro"]  # type: ignore[return-value]
+
+    assert fit(motion) > 0.95
+    assert fit(None) < 0.7
+    tuned = TunedSegmenter.load(tmp_path)
+    assert tuned is not None
+    tuned.meta["state_motion"], tuned.motion = motion.to_meta(), motion
+    with pytest.raises(ValueError, match=r"reads how still 'obs\.state' was: pass the episode's obs\.state"):
+        segment_episode(episodes[0][0], None, (), tuned)

@@ -51,6 +51,9 @@ def tune(
     critic: Annotated[Path, typer.Option(help="critic directory (vla-recover critic train); the segmenter goes in it")],
     trees: Annotated[int, typer.Option(help="trees in the forest", min=1, max=2000)] = 100,
     task: Annotated[str | None, typer.Option(help="tune on this task's episodes only")] = None,
+    state_motion: Annotated[
+        bool, typer.Option(help="describe each step by how the critic's state moved too, not only by its curve")
+    ] = True,
 ) -> None:
     """Fit a segmenter to this critic's curves against the simulator's ground truth; label then uses it."""
     from vla_recover.config import validate_config
@@ -63,7 +66,7 @@ def tune(
         with progress_bar() as progress:
             job = progress.add_task("tune segmenter", total=None, status="")
             metrics = tune_segmenter(
-                store, critic, validate_config(TuneConfig, {"trees": trees}), task,
+                store, critic, validate_config(TuneConfig, {"trees": trees, "state_motion": state_motion}), task,
                 lambda stage: progress.update(job, status=stage),
             )  # fmt: skip
     scores = metrics["held_out_macro_f1"]

@@ -80,14 +80,16 @@ def segment_episode(
     config: SegmenterConfig | None = None,
     supervision: Sequence[tuple[int, int, str]] = (),
     tuned: TunedSegmenter | None = None,
+    state: np.ndarray | None = None,
 ) -> list[tuple[int, int, str]]:
     """The critic segments of one episode from its per-step progress (see the module docstring for the rules);
-    ``tuned``: the critic's tuned segmenter, if it has one."""
+    ``tuned``: the critic's tuned segmenter, if it has one; ``state``: the critic's state input at each step outside
+    rewinds, which a segmenter tuned on the state's motion reads."""
     config = config or SegmenterConfig()
     if config.rule_for(tuned) == "tuned":
         assert tuned is not None
         human = human_steps(np.asarray(progress).size, supervision)
-        return cut_episode(progress, lambda curve: tuned.step_kinds(curve, human), 1, supervision)
+        return cut_episode(progress, lambda curve: tuned.step_kinds(curve, human, state), 1, supervision)
     return cut_episode(progress, lambda curve: _step_kinds(curve, config), config.min_steps, supervision)
 
 
@@ -99,7 +101,8 @@ def segment_timeline(
 ) -> list[tuple[int, int, str]]:
     """`segment_episode` for a curve over the episode's timeline (one value per row outside rewinds), as a critic
     predicts it."""
-    return segment_episode(episode.on_rows(curve), config, episode.supervision, tuned)
+    state = episode.inputs.get(tuned.motion.key) if tuned is not None and tuned.motion is not None else None
+    return segment_episode(episode.on_rows(curve), config, episode.supervision, tuned, state)
 
 
 def dead_band_kinds(

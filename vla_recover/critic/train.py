@@ -34,7 +34,15 @@ from vla_recover.critic.model import CriticConfig, ProgressCritic, ProgressNet
 from vla_recover.data import EpisodeStore
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
-__all__ = ["CriticTrainConfig", "evaluate_critic", "length_bins", "ranking_loss", "split_episodes", "train_critic"]
+__all__ = [
+    "CriticTrainConfig",
+    "evaluate_critic",
+    "length_bins",
+    "ranking_loss",
+    "robot_state_size",
+    "split_episodes",
+    "train_critic",
+]
 
 
 class CriticTrainConfig(FrozenConfig):
@@ -187,10 +195,16 @@ def _robot_state_dims(config: CriticTrainConfig, episodes: list[CriticEpisode]) 
         if config.robot_state_dims >= width:
             raise ValueError(f"robot_state_dims: got {config.robot_state_dims}; {key} has only {width} entries")
         return config.robot_state_dims
+    return robot_state_size({e.task for e in episodes})
+
+
+def robot_state_size(tasks: set[str]) -> int | None:
+    """How many leading state entries describe the robot in every one of these sim tasks; None when a task is not
+    simulated here or they differ."""
     from vla_recover.envs import make_task
 
     sizes = set()
-    for task in sorted({e.task for e in episodes}):
+    for task in sorted(tasks):
         try:
             env = make_task(task)
         except (KeyError, ValueError, ImportError):  # not a registered sim task, or its extra is not installed
