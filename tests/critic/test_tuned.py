@@ -141,6 +141,9 @@ def test_tune_refuses_a_store_without_simulator_progress_and_a_broken_segmenter(
     runner = CliRunner()
     result = runner.invoke(app, ["critic", "tune", "--store", str(store), "--critic", str(critic)])
     assert result.exit_code == 2 and "0 episodes carry the simulator's 'progress'" in result.output, result.output
+    (critic / TUNED_FILES[0]).write_text(json.dumps({"kind": "tuned_segmenter", "schema_version": 1}))
+    with pytest.raises(ValueError, match="schema 1; this vla_recover reads tuned_segmenter schema 2; tune the"):
+        ProgressCritic.load(critic)  # one fit before the stillness was read
     (critic / TUNED_FILES[0]).write_text(json.dumps({"kind": "tuned_segmenter", "schema_version": TUNED_SCHEMA}))
     with pytest.raises(FileNotFoundError, match=r"tuned_segmenter\.safetensors: missing"):
         ProgressCritic.load(critic)

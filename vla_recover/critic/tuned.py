@@ -200,7 +200,7 @@ class TunedSegmenter:
         if meta.get("kind") != "tuned_segmenter" or meta.get("schema_version") != TUNED_SCHEMA:
             raise ValueError(
                 f"{meta_path}: kind {meta.get('kind')!r} schema {meta.get('schema_version')}; "
-                f"this vla_recover reads tuned_segmenter schema {TUNED_SCHEMA}"
+                f"this vla_recover reads tuned_segmenter schema {TUNED_SCHEMA}; tune the segmenter again"
             )
         if not arrays_path.is_file():
             raise FileNotFoundError(f"{arrays_path}: missing beside {meta_path.name}; tune the segmenter again")
