@@ -142,9 +142,9 @@ def score(
     for episode in episodes:
         true_progress = episode.true_progress
         assert true_progress is not None  # the held-out episodes are the sim fleet's
-        curve, _ = critic_segments(critic, episode)
+        curve, segments = critic_segments(critic, episode)  # cut by the critic's own segmenter (tuned)
         truths.append(true_labels(episode))
-        methods["critic"].append(labels_from_curve(episode, curve, tuned=critic.tuned))
+        methods["critic"].append(step_labels(episode.length, segments))
         for name, tuned in ablations.items():
             flat = name == "stillness_only"
             methods[f"tuned_{name}"].append(
