@@ -92,7 +92,6 @@ def run_fleet(task: str, store: Path, episodes: int, seed: int) -> dict[str, Any
         FleetConfig,
         {"task": task, "task_config": spec["task_config"], "robots": 6, "robots_per_process": 3,
          "episodes": episodes, "seed": seed, "policy": spec["policy"], "store": str(store),
-         "inference_lead_steps": 2,
          "floor_operator": {"reaction_s": 0.5, "reset_s": 2.0, "stall_steps": 40},
          "teleoperator": {"rewind": "in_distribution", "reaction_s": 1.0}},
     )  # fmt: skip

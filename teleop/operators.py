@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from vla_recover.fleet.failures import is_failing
 from vla_recover.fleet.progress import fell, progress_lost, stalled
 from vla_recover.teleop.devices import SimExpertDevice
 
@@ -22,6 +23,7 @@ class FleetAPI(Protocol):
     ledger: Any
     phases: tuple[str, ...]
     dt: float
+    failure_progress_drop: float  # ground truth: progress this far below its best is a failure
 
     def now(self) -> float: ...
     def request_takeover(self, robot: str, operator: str, reason: str = "") -> None: ...
@@ -37,14 +39,19 @@ class SimFloorOperator:
 
     What it sees is ground truth (an injected failure, progress falling or stalling) or, with the ``critic``
     detector, the fleet critic's ratings of each robot's progress: a failure predicted from what the robot saw.
+    At the console it sees every robot, even while a request it made keeps it busy; while it resets a robot
+    (physical resets) it is at that robot and sees nothing, and a failure that began meanwhile is seen when it is
+    back. When free, it asks for a takeover of the robot it saw failing first (once its reaction time has passed),
+    else resets a finished robot (physical resets; automatic ones need no operator).
     """
 
     role = "floor"
 
     def __init__(self, config: Any, name: str = "floor-1") -> None:
         self.config, self.name = config, name
-        self.busy_until = 0.0
-        self._noticed: dict[str, float] = {}  # robot → when the failure became visible
+        self.busy_until = 0.0  # making a request or resetting: no new action before then
+        self.away_until = 0.0  # resetting a robot: away from the console, seeing nothing, before then
+        self._noticed: dict[str, float] = {}  # robot → when the failure became visible to this operator
 
     def act(self, fleet: FleetAPI) -> None:
         now = fleet.now()
@@ -52,7 +59,7 @@ class SimFloorOperator:
             if slot.state != "autonomous":
                 self._noticed.pop(robot, None)
                 continue
-            if robot not in self._noticed and self._failing(slot):
+            if now >= self.away_until and robot not in self._noticed and self._failing(fleet, slot):
                 self._noticed[robot] = now
         if now < self.busy_until:
             return
@@ -63,25 +70,27 @@ class SimFloorOperator:
                 fleet.request_takeover(robot, self.name, "failure seen")
                 self._spend(fleet, self.config.request_cost_s)
                 return
-        for robot, slot in fleet.slots.items():
-            if slot.state == "episode_done":
-                fleet.reset(robot, self.name, self.config.reset_s)
-                self._spend(fleet, self.config.reset_s)
-                return
+        if self.config.resets == "physical":
+            for robot, slot in fleet.slots.items():
+                if slot.state == "episode_done":
+                    fleet.reset(robot, self.name, self.config.reset_s)
+                    self._spend(fleet, self.config.reset_s, away=True)
+                    return
 
-    def _spend(self, fleet: FleetAPI, seconds: float) -> None:
+    def _spend(self, fleet: FleetAPI, seconds: float, away: bool = False) -> None:
         self.busy_until = fleet.now() + seconds
+        if away:
+            self.away_until = self.busy_until
         fleet.ledger.charge(self.role, seconds)
 
-    def _failing(self, slot: Any) -> bool:
+    def _failing(self, fleet: FleetAPI, slot: Any) -> bool:
         if self.config.detector == "critic":
             return self._critic_sees_trouble(slot.branch_critic)
         progress = slot.branch_progress
         if not progress:
             return False
         detector = self.config.detector
-        dropped = bool(slot.info.get("failure")) or progress[-1] < max(progress) - 0.15
-        if detector in ("ground_truth", "both") and dropped:
+        if detector in ("ground_truth", "both") and is_failing(slot.info, progress, fleet.failure_progress_drop):
             return True
         if detector in ("stall", "both") and len(progress) > self.config.stall_steps:
             recent = progress[-self.config.stall_steps :]
@@ -147,6 +156,7 @@ class SimTeleoperator:
         else:
             robot, slot = min(waiting, key=lambda item: item[1].machine.since)
         lease = fleet.grant_takeover(robot, self.name, SimExpertDevice())
+        slot.hold = self.config.reaction_s > 0  # the human's reaction starts now: the robot holds until it ends
         self.robot, self.token = robot, lease.token
         self.started, self.steps, self.rewound = fleet.now(), 0, False
         self.start_phase = int(slot.info.get("phase_index", 0))

@@ -1,7 +1,9 @@
 """Closed-loop evaluation of a policy in a sim task: success rate with a 95% Wilson interval.
 
-Episodes run in lockstep batches so every control tick costs one batched forward; a policy executes
-``action_exec`` actions of each predicted chunk before predicting the next.
+Episodes run in lockstep batches so every control tick costs one batched forward. Chunks are planned, seeded,
+filtered and executed by the rules of `vla_recover.execution`, which the fleet follows too, so a policy scores here
+what it does in the fleet. Every result keeps its per-seed outcomes (``seeds``, ``outcomes``), which a paired
+comparison of two policies on the same seeds needs.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from vla_recover.envs import make_task, resolve_task_name
+from vla_recover.execution import DEFAULT_ACTION_TOLERANCE, INITIAL_GRIP, chunk_seed, filtered_chunk, hold_action
 from vla_recover.policies import Policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
@@ -67,26 +70,30 @@ def evaluate_policy(
     task_config: Any = None,
     video_dir: Path | None = None,
     on_batch: Callable[[int, int], None] | None = None,
+    action_tolerance: float = DEFAULT_ACTION_TOLERANCE,
 ) -> dict[str, Any]:
-    """Roll the policy out once per seed; returns counts, rate, interval and mean episode length.
-    ``on_batch(episodes, successes)`` is called with each finished batch's counts."""
+    """Roll the policy out once per seed; returns counts, rate, interval, mean episode length, the per-seed
+    outcomes and how many policy actions were clipped or chunks rejected (``action_tolerance``: see
+    `vla_recover.execution.filtered_chunk`). ``on_batch(episodes, successes)`` is called with each finished batch's
+    counts."""
     name = resolve_task_name(task)
     cfg = policy.config
     keys = ([cfg.state_key] if cfg.state_key else []) + list(cfg.image_keys)
     config = _task_config_for(policy, task_config)
     check_policy_fits_task(policy, name, config)
-    successes, lengths = 0, []
+    outcomes, lengths = [], []
+    counts = _ActionCounts()
     for lo in range(0, len(seeds), batch):
-        chunk_seeds = seeds[lo : lo + batch]
-        envs = [make_task(name, config, render_mode="rgb_array" if video_dir else None) for _ in chunk_seeds]
-        results = _run_batch(policy, embedder, envs, chunk_seeds, keys, video_dir)
-        batch_successes = sum(r[0] for r in results)
-        successes += batch_successes
+        batch_seeds = seeds[lo : lo + batch]
+        envs = [make_task(name, config, render_mode="rgb_array" if video_dir else None) for _ in batch_seeds]
+        results = _run_batch(policy, embedder, envs, batch_seeds, keys, video_dir, action_tolerance, counts)
+        outcomes += [int(r[0]) for r in results]
         lengths += [r[1] for r in results]
         for env in envs:
             env.close()
         if on_batch is not None:
-            on_batch(len(results), batch_successes)
+            on_batch(len(results), sum(r[0] for r in results))
+    successes = sum(outcomes)
     low, high = wilson_interval(successes, len(seeds))
     return {
         "task": name,
@@ -95,7 +102,18 @@ def evaluate_policy(
         "success_rate": successes / len(seeds),
         "ci95": [round(low, 4), round(high, 4)],
         "mean_length": float(np.mean(lengths)),
+        "seeds": [int(s) for s in seeds],
+        "outcomes": outcomes,
+        "clipped_actions": counts.clipped,
+        "rejected_chunks": counts.rejected,
     }
+
+
+class _ActionCounts:
+    """Policy actions clipped into bounds and chunks rejected, over an evaluation."""
+
+    def __init__(self) -> None:
+        self.clipped = self.rejected = 0
 
 
 def running_totals(on_progress: Callable[[int, int], None] | None) -> Callable[[int, int], None]:
@@ -118,6 +136,8 @@ def _run_batch(
     seeds: list[int],
     keys: list[str],
     video_dir: Path | None,
+    action_tolerance: float,
+    counts: _ActionCounts,
 ) -> list[tuple[bool, int]]:
     cfg = policy.config
     histories: list[deque[dict[str, np.ndarray]]] = []
@@ -131,6 +151,7 @@ def _run_batch(
     outcome = [(False, 0)] * len(envs)
     frames: list[list[np.ndarray]] = [[] for _ in envs]
     plan: list[deque[np.ndarray]] = [deque() for _ in envs]
+    grip = [INITIAL_GRIP] * len(envs)  # the last gripper command, which a hold keeps
     step = 0
     while not all(done):
         need = [i for i, d in enumerate(done) if not d and not plan[i]]
@@ -141,13 +162,22 @@ def _run_batch(
             if language is not None:
                 obs_batch["instruction_embedding"] = language[need]
             # each episode's own noise, so its outcome does not depend on the batch it ran in
-            chunks = policy.predict_chunk(obs_batch, seed=[seeds[i] * 7919 + step for i in need])
+            chunks = policy.predict_chunk(obs_batch, seed=[chunk_seed(seeds[i], step) for i in need])
             for j, i in enumerate(need):
-                plan[i].extend(chunks[j, : cfg.action_exec])
+                try:
+                    window, outside = filtered_chunk(chunks[j, : cfg.action_exec], policy.action_dim, action_tolerance)
+                except ValueError:
+                    counts.rejected += 1
+                    plan[i].append(hold_action(policy.action_dim, grip[i]))
+                    continue
+                counts.clipped += outside
+                plan[i].extend(window)
         for i, env in enumerate(envs):
             if done[i]:
                 continue
-            obs, _, terminated, truncated, info = env.step(plan[i].popleft())
+            action = np.asarray(plan[i].popleft(), dtype=np.float32)  # as a fleet worker passes it to its sim
+            grip[i] = float(action[-1])
+            obs, _, terminated, truncated, info = env.step(action)
             histories[i].append(obs)
             if video_dir is not None:
                 frames[i].append(env.render())
@@ -173,6 +203,7 @@ def _load_and_evaluate(
     task_config: Any,
     video_dir: Any,
     on_batch: Callable[[int, int], None] | None,
+    action_tolerance: float,
 ) -> dict[str, Any]:
     import torch
 
@@ -180,18 +211,25 @@ def _load_and_evaluate(
 
     torch.set_num_threads(1)
     policy, embedder, _ = load_policy(directory)
-    return evaluate_policy(policy, embedder, task, seeds, batch, task_config, video_dir, on_batch)
+    return evaluate_policy(policy, embedder, task, seeds, batch, task_config, video_dir, on_batch, action_tolerance)
 
 
 def _pool_worker(
-    directory: str, task: str, seeds: list[int], batch: int, task_config: Any, video_dir: Any, counts: Any
+    directory: str,
+    task: str,
+    seeds: list[int],
+    batch: int,
+    task_config: Any,
+    video_dir: Any,
+    counts: Any,
+    action_tolerance: float,
 ) -> dict[str, Any]:
     """One evaluation process of several; ``counts`` (a queue) receives (episodes, successes) per finished batch."""
 
     def report(episodes: int, successes: int) -> None:
         counts.put((episodes, successes))
 
-    return _load_and_evaluate(directory, task, seeds, batch, task_config, video_dir, report)
+    return _load_and_evaluate(directory, task, seeds, batch, task_config, video_dir, report, action_tolerance)
 
 
 def evaluate_checkpoint(
@@ -204,25 +242,29 @@ def evaluate_checkpoint(
     task_config: Any = None,
     video_dir: Path | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    action_tolerance: float = DEFAULT_ACTION_TOLERANCE,
 ) -> dict[str, Any]:
     """Evaluate a saved policy on ``episodes`` seeds from ``seed``, split over ``workers`` processes.
     ``on_progress(episodes_done, successes)`` is called as batches finish."""
     seeds = list(range(seed, seed + episodes))
     shares = [seeds[w::workers] for w in range(workers) if seeds[w::workers]]
     count = running_totals(on_progress)
+    common = (batch, task_config, video_dir)
     if len(shares) == 1:
-        results = [_load_and_evaluate(str(directory), task, shares[0], batch, task_config, video_dir, count)]
+        results = [_load_and_evaluate(str(directory), task, shares[0], *common, count, action_tolerance)]
     else:
         context = mp.get_context("spawn")
         with context.Manager() as manager, context.Pool(len(shares)) as pool:
             counts = manager.Queue()
             pending = pool.starmap_async(
-                _pool_worker, [(str(directory), task, share, batch, task_config, video_dir, counts) for share in shares]
+                _pool_worker,
+                [(str(directory), task, share, *common, counts, action_tolerance) for share in shares],
             )
             while not pending.ready() or not counts.empty():
                 with contextlib.suppress(queue.Empty):
                     count(*counts.get(timeout=0.2))
             results = pending.get()
+    by_seed = {s: o for r in results for s, o in zip(r["seeds"], r["outcomes"], strict=True)}
     successes = sum(r["successes"] for r in results)
     low, high = wilson_interval(successes, episodes)
     mean_length = sum(r["mean_length"] * r["episodes"] for r in results) / episodes
@@ -235,4 +277,8 @@ def evaluate_checkpoint(
         "success_rate": successes / episodes,
         "ci95": [round(low, 4), round(high, 4)],
         "mean_length": mean_length,
+        "seeds": seeds,
+        "outcomes": [by_seed[s] for s in seeds],
+        "clipped_actions": sum(r["clipped_actions"] for r in results),
+        "rejected_chunks": sum(r["rejected_chunks"] for r in results),
     }

@@ -1,11 +1,16 @@
 """Checkpoints: safetensors weights + a JSON config; loading never unpickles.
 
-A policy directory holds ``config.json`` (schema version, policy name and config, input shapes, instruction list)
-and ``model.safetensors`` (weights and normalisation statistics, plus the cached instruction embeddings).
+A policy directory holds ``config.json`` (schema version, policy name and config, input shapes, instruction list,
+and the checkpoint's own ``version``) and ``model.safetensors`` (weights and normalisation statistics, plus the cached
+instruction embeddings). The version is the checkpoint's identity wherever its actions are recorded: a name (the
+training run's), the hash of its weights file and the version it was fine-tuned from (``parent``), so two
+checkpoints saved to folders of the same name never share an id. A schema-1 checkpoint, saved before versions
+existed, loads with a version made from its folder's name and its weights (no parent).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -18,13 +23,30 @@ from torch import nn
 from vla_recover.policies.common.base import Policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
-__all__ = ["CHECKPOINT_SCHEMA", "load_policy", "load_weights", "read_checkpoint_config", "save_policy", "save_weights"]
+__all__ = [
+    "CHECKPOINT_SCHEMA",
+    "checkpoint_version",
+    "load_policy",
+    "load_weights",
+    "read_checkpoint_config",
+    "save_policy",
+    "save_weights",
+]
 
-CHECKPOINT_SCHEMA = 1
+CHECKPOINT_SCHEMA = 2  # 2: config.json carries the checkpoint's version
 _EMBEDDINGS = "__instruction_embeddings__"
 
 
-def save_policy(policy: Policy, directory: str | Path, embedder: SentenceEmbedder | None = None, **meta: Any) -> Path:
+def save_policy(
+    policy: Policy,
+    directory: str | Path,
+    embedder: SentenceEmbedder | None = None,
+    name: str | None = None,
+    parent: str | None = None,
+    **meta: Any,
+) -> Path:
+    """Write the checkpoint; ``name`` (default: the folder's, or its parent's for a folder called ``policy``) and
+    ``parent`` (the version id it was fine-tuned from) go into its version."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     instructions = save_weights(policy, directory, embedder)
@@ -35,10 +57,32 @@ def save_policy(policy: Policy, directory: str | Path, embedder: SentenceEmbedde
         "shapes": {k: list(v) for k, v in policy.shapes.items()},
         "action_dim": policy.action_dim,
         "instructions": instructions,
+        "version": _version(directory, name, parent),
         **meta,
     }
     (directory / "config.json").write_text(json.dumps(config, indent=2))
     return directory
+
+
+def _version(directory: Path, name: str | None, parent: str | None) -> dict[str, Any]:
+    """Name, weights hash and parent; ``id`` is ``<name>-<first 12 hex digits of the hash>``."""
+    name = name or (directory.parent.name if directory.name == "policy" else directory.name) or "policy"
+    digest = hashlib.sha256((directory / "model.safetensors").read_bytes()).hexdigest()
+    return {"id": f"{name}-{digest[:12]}", "name": name, "content_hash": f"sha256:{digest}", "parent": parent}
+
+
+def checkpoint_version(directory: str | Path) -> str:
+    """The version id of the policy checkpoint in ``directory`` (a schema-1 checkpoint's is derived on reading)."""
+    directory = Path(directory)
+    config = read_checkpoint_config(directory / "config.json")
+    return str(_migrated(config, directory)["version"]["id"])
+
+
+def _migrated(config: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """A schema-1 config brought to this schema: its version made from its folder's name and weights."""
+    if config.get("schema_version") == 1:
+        return {**config, "schema_version": CHECKPOINT_SCHEMA, "version": _version(directory, None, None)}
+    return config
 
 
 def read_checkpoint_config(path: Path) -> dict[str, Any]:
@@ -67,9 +111,15 @@ def load_policy(directory: str | Path) -> tuple[Policy, SentenceEmbedder, dict[s
     if missing:
         kind = f" (a {config['kind']} checkpoint)" if "kind" in config else ""
         raise ValueError(f"{config_path}: not a policy checkpoint{kind}; it has no {', '.join(missing)}")
-    version = config.get("schema_version")
-    if version != CHECKPOINT_SCHEMA:
-        raise ValueError(f"{config_path}: checkpoint schema {version}, this vla_recover reads {CHECKPOINT_SCHEMA}")
+    config = _migrated(config, directory)
+    schema = config.get("schema_version")
+    if schema != CHECKPOINT_SCHEMA:
+        raise ValueError(
+            f"{config_path}: checkpoint schema {schema}, this vla_recover reads {CHECKPOINT_SCHEMA} (and migrates 1)"
+        )
+    version = config.get("version")
+    if not isinstance(version, dict) or not isinstance(version.get("id"), str) or not version["id"]:
+        raise ValueError(f"{config_path}: field 'version' must hold an 'id' string, got {version!r}")
     shapes = {k: tuple(v) for k, v in config["shapes"].items()}
     policy = build_policy(config["policy"], config["config"], shapes, config["action_dim"])
     embedder = load_weights(policy, directory, config["instructions"])

@@ -367,7 +367,11 @@ def test_scrubbing_a_stored_episode_step_by_step_with_its_frames(tmp_path: Path)
     steps = {"obs.state": np.arange(12, dtype=np.float32).reshape(6, 2), "obs.images.front": frames,
              "action": np.zeros((6, 5), np.float32), "progress": np.linspace(0, 1, 6).astype(np.float32)}  # fmt: skip
     with EpisodeStore(tmp_path / "store", mode="a") as store:
-        store.append_episodes([EpisodeData(task="LiftCube", steps=steps, actor=["policy"] * 3 + ["human"] * 3)])
+        store.append_episodes([
+            EpisodeData(task="LiftCube", steps=steps, actor=["policy"] * 3 + ["human"] * 3,
+                        policy_version=["round_1-0123456789ab"] * 3 + [""] * 3),
+            EpisodeData(task="LiftCube", steps=steps, actor="policy", policy_version="round_2-ba9876543210"),
+        ])  # fmt: skip
     users = UserDB(tmp_path / "users.sqlite")
     users.add("vera", "viewer", PASSWORD)
     viewer = TestClient(build_app(None, users, tmp_path / "store", [ORIGIN]))
@@ -381,6 +385,9 @@ def test_scrubbing_a_stored_episode_step_by_step_with_its_frames(tmp_path: Path)
     assert viewer.get("/api/episodes/0/steps/x").status_code == 422
     assert viewer.get("/api/episodes/0/steps/1/image?camera=wrist").status_code == 404
     assert viewer.get("/api/episodes/0").json()["actor"] == ["policy"] * 3 + ["human"] * 3
+    # the filter by policy version reads which version chose the steps, not the episode's free-form info
+    assert [e["id"] for e in viewer.get("/api/episodes?policy_version=round_1-0123456789ab").json()] == [0]
+    assert [e["id"] for e in viewer.get("/api/episodes?policy_version=round_2-ba9876543210").json()] == [1]
 
 
 @pytest.mark.parametrize("allocation, order", [("fifo", ["sim00", "sim01"]), ("priority", ["sim01", "sim00"])])

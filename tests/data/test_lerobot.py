@@ -124,6 +124,7 @@ def rich_episode(i: int) -> EpisodeData:
     episode.phases = ("reach", "grasp", "place")
     episode.policy_version = ["v1" if t < n // 2 else "v2" for t in range(n)]
     episode.actor = ["policy" if t % 4 else "human" for t in range(n)]
+    episode.actor[1:3] = ["hold", "rewind"]  # rows no one chose
     return episode
 
 
@@ -166,6 +167,10 @@ def test_export_reimport_round_trip(tmp_path: Path) -> None:
     assert stats["observation.state"]["count"] == [report.frames]
     data = pq.read_table(tmp_path / "lr" / DATA)
     assert data.column("index").to_pylist() == list(range(report.frames))
+    # a LeRobot user can drop the rows no one chose without knowing our actor codes
+    chosen = data.column("action_chosen").to_pylist()
+    assert info["features"]["action_chosen"]["dtype"] == "bool"
+    assert chosen[:4] == [True, False, False, True] and chosen.count(False) == 2 * 5
     assert not (tmp_path / ".lr.partial").exists() and len(list(tmp_path.iterdir())) == 2
 
     again = import_lerobot(tmp_path / "lr", tmp_path / "store2")

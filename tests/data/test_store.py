@@ -392,3 +392,49 @@ def test_summary_counts(tmp_path: Path) -> None:
     assert summary["episodes"] == 6 and summary["outcomes"] == {"success": 3, "failure": 3}
     assert set(summary["actor_steps"]) == {"scripted", "policy", "human"}
     assert os.path.getsize(tmp_path / "s" / "index.sqlite") <= summary["size_bytes"]
+
+
+def _handover_episode(rewind_actor: str) -> EpisodeData:
+    """policy 0-4, hold 5-6 (a human reacting), human 7-10, rewind 11-13, human 14-16, policy 17-19."""
+    actors = ["policy"] * 5 + ["hold"] * 2 + ["human"] * 4 + [rewind_actor] * 3 + ["human"] * 3 + ["policy"] * 3
+    steps = {"obs.state": np.arange(20, dtype=np.float32)[:, None], "action": np.arange(20, dtype=np.float32)[:, None]}
+    segments = [(0, 5, "autonomous"), (5, 11, "intervention"), (11, 14, "rewind"), (14, 17, "intervention"),
+                (17, 20, "autonomous")]  # fmt: skip
+    return EpisodeData(task="Synthetic", steps=steps, actor=actors, segments=segments)
+
+
+@pytest.mark.parametrize("rewind_actor", ["rewind", "human"])  # "human": how stores before the rewind actor had it
+def test_windows_stop_where_control_changes_hands_and_never_start_on_a_row_no_one_chose(
+    tmp_path: Path, rewind_actor: str
+) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episodes([_handover_episode(rewind_actor)])
+    store = EpisodeStore(tmp_path / "s")
+    sampler = WindowSampler(store, WindowSpec(("obs.state",), obs_horizon=3, action_horizon=6))
+    assert sampler.anchors.tolist() == [0, 1, 2, 3, 4, 7, 8, 9, 10, 14, 15, 16, 17, 18, 19]
+    window = sampler.gather(np.array([3, 9, 14, 17]))
+    targets = window["action"][..., 0].tolist()
+    assert targets[0] == [3, 4, 4, 4, 4, 4]  # the policy's targets end before the hold
+    assert targets[1] == [9, 10, 10, 10, 10, 10]  # a correction's end before the rewind rows
+    assert targets[2] == [14, 15, 16, 16, 16, 16]  # and before the policy's steps after the hand-back
+    assert window["action_is_pad"][2].tolist() == [False] * 3 + [True] * 3
+    history = window["obs.state"][..., 0].tolist()
+    assert history[0] == [1, 2, 3]
+    assert history[2] == [14, 14, 14]  # the robot jumped back: its history starts at the row after the rewind
+    assert history[3] == [15, 16, 17]  # and runs on through the hand-back, as the fleet's does
+    across = WindowSampler(store, WindowSpec(("obs.state",), 3, 6, cross_boundary_targets=True))
+    targets = across.gather(np.array([3, 9, 14]))["action"][..., 0].tolist()
+    assert targets == [[3, 4, 4, 4, 4, 4], [9, 10, 10, 10, 10, 10], [14, 15, 16, 17, 18, 19]]  # never into a hold
+
+
+def test_summary_shows_who_chose_the_steps_and_each_policy_version(tmp_path: Path) -> None:
+    episode = _handover_episode("rewind")
+    episode.policy_version = ["round_1-0123456789ab"] * 5 + [""] * 12 + ["round_2-ba9876543210"] * 3
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episodes([episode])
+    summary = store_summary(tmp_path / "s")
+    assert summary["actor_steps"] == {"policy": 8, "human": 7, "hold": 2, "rewind": 3}
+    assert summary["policy_versions"] == {
+        "round_1-0123456789ab": {"steps": 5, "episodes": 1, "successes": 1},
+        "round_2-ba9876543210": {"steps": 3, "episodes": 1, "successes": 1},
+    }

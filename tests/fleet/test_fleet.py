@@ -12,6 +12,7 @@ import pytest
 from vla_recover.config import ConfigError, validate_config
 from vla_recover.data import EpisodeStore
 from vla_recover.data.schema import ACTORS
+from vla_recover.execution import chunk_seed
 from vla_recover.fleet import FleetConfig, FleetManager, SlotState, build_fleet
 from vla_recover.fleet.worker import WorkerProcess
 from vla_recover.teleop.devices import ScriptedDevice
@@ -76,7 +77,14 @@ def test_simulated_operators_take_over_rewind_and_hand_back(tmp_path: Path) -> N
         kinds = {s.kind for s in store.index.segments()}
         assert {"autonomous", "intervention", "rewind"} <= kinds
         episode = store.episode(store.episodes()[0].id)
-        assert set(episode["actor"].tolist()) == {0, 1}  # policy and human steps in one attempt
+        actors = [ACTORS[a] for a in episode["actor"]]
+        assert set(actors) == {"policy", "human", "hold", "rewind"}  # one attempt: who chose each step, or no one
+        intervention = episode["intervention"]
+        assert all(intervention[i] for i, a in enumerate(actors) if a in ("human", "rewind"))
+        assert not any(intervention[i] for i, a in enumerate(actors) if a == "policy")
+        # the teleoperator's reaction time is a hold inside the takeover, chosen by no one
+        first_hold = actors.index("hold")
+        assert intervention[first_hold] and actors[first_hold - 1] == "policy"
         events = {e.kind for e in store.index.events()}
         assert {"takeover_requested", "takeover_granted", "rewind", "takeover_released", "reset"} <= events
 
@@ -139,8 +147,8 @@ def test_running_ahead_records_exactly_what_lockstep_records(tmp_path: Path) -> 
 
 
 def test_sims_are_topped_up_in_bursts_and_never_run_past_the_chunk(tmp_path: Path, monkeypatch: Any) -> None:
-    """Steps in flight are topped up once half have landed, so a worker gets several per message; a run-ahead as
-    long as the policy's chunks is refused (a new chunk would start after its own end)."""
+    """Steps in flight are topped up once half have landed, so a worker gets several per message, and never more
+    than the chunk being executed holds."""
     sizes: list[int] = []
     flush = WorkerProcess.flush
 
@@ -155,7 +163,7 @@ def test_sims_are_topped_up_in_bursts_and_never_run_past_the_chunk(tmp_path: Pat
     fleet.close()
     steps = [size for size in sizes if size]
     assert max(steps) <= 6 and sum(steps) / len(steps) >= 2  # one step per message when topped up every tick
-    sizes.clear()  # an odd run-ahead tops up in bursts of 2 too, so one is still in flight when the next is sent
+    sizes.clear()  # an odd run-ahead: a chunk of 8 goes out as 5 (one sent, four topped up), then 2, then its last
     fleet = build_fleet(
         fleet_config(tmp_path / "odd", robots=1, episodes=1, task_config={"horizon": 60}, run_ahead_steps=5)
     )
@@ -163,9 +171,7 @@ def test_sims_are_topped_up_in_bursts_and_never_run_past_the_chunk(tmp_path: Pat
     tick_until(fleet, lambda: len(fleet.slots["sim00"].branch_rows) == 40)
     fleet.close()
     steps = [size for size in sizes if size]
-    assert max(steps) <= 5 and max(set(steps), key=steps.count) == 2
-    with pytest.raises(ValueError, match="run_ahead_steps: got 16; chunks of 16 actions"):
-        build_fleet(fleet_config(tmp_path / "long", run_ahead_steps=16))
+    assert steps[0] == 1 and steps[1:7] == [5, 2, 1, 5, 2, 1]  # the reset, then two chunks
 
 
 def test_a_takeover_starts_after_the_steps_in_flight_and_sees_the_latest_observation(tmp_path: Path) -> None:
@@ -215,8 +221,14 @@ class ScriptedChunks:
     obs_keys: tuple[str, ...] = ("state",)
     calls = 0
 
-    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
+    def __init__(self) -> None:
+        self.seen: list[tuple[list[np.ndarray], list[int]]] = []  # per forward: each row's latest state, its seed
+
+    def predict(
+        self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str], seeds: list[int] | None = None
+    ) -> np.ndarray:
         self.calls += 1
+        self.seen.append(([window[-1]["state"].copy() for window in windows], list(seeds or [])))
         return self.chunks(len(windows))
 
     def chunks(self, robots: int) -> np.ndarray:
@@ -321,6 +333,8 @@ def test_fleet_config_errors_name_the_field(tmp_path: Path) -> None:
         validate_config(FleetConfig, {"robots": 0, "constant_action": DOWN})
     with pytest.raises(ConfigError, match="backend"):
         validate_config(FleetConfig, {"backend": "kubernetes", "constant_action": DOWN})
+    with pytest.raises(ConfigError, match=r"inference_lead_steps: got 2; removed"):
+        validate_config(FleetConfig, {"inference_lead_steps": 2, "constant_action": DOWN})
 
 
 class CountingChunks(ScriptedChunks):
@@ -335,26 +349,22 @@ class CountingChunks(ScriptedChunks):
         return chunk
 
 
-def test_next_chunk_is_asked_for_early_and_joins_in_step(tmp_path: Path) -> None:
-    config = fleet_config(tmp_path, robots=1, episodes=1, inference_lead_steps=1, task_config={"horizon": 10})
+@pytest.mark.parametrize("run_ahead", [1, 3])
+def test_every_chunk_is_planned_from_the_observation_where_it_starts(tmp_path: Path, run_ahead: int) -> None:
+    """Whatever the run-ahead, a chunk is planned once the steps before it have landed, from the observation at its
+    first step and with that step's seed, and its first ``action_exec`` actions run: as evaluation runs a policy."""
+    config = fleet_config(tmp_path, robots=1, episodes=1, run_ahead_steps=run_ahead, task_config={"horizon": 12})
     source = CountingChunks()
     FleetManager(config, source=source).run()
     with EpisodeStore(tmp_path / "store") as store:
-        used = [round(float(x), 2) for x in store.episode(0)["action"][:, 0]]
-    assert used == [0.1, 0.11, 0.12, 0.13, 0.21, 0.22, 0.23, 0.31, 0.32, 0.33]
-    assert source.calls == 4  # every 3 ticks, one action ahead of running out
-
-
-def test_running_ahead_a_new_chunk_skips_the_steps_in_flight_and_still_yields_a_full_window(tmp_path: Path) -> None:
-    config = fleet_config(tmp_path, robots=1, episodes=1, run_ahead_steps=3, task_config={"horizon": 12})
-    source = CountingChunks()
-    FleetManager(config, source=source).run()
-    with EpisodeStore(tmp_path / "store") as store:
-        used = [round(float(x), 2) for x in store.episode(0)["action"][:, 0]]
-    # in flight are two to three steps (topped up when down to two); chunks 2 and 3 are planned with two of them on
-    # their way and start two actions in: each gives four fresh actions in a row
-    assert used == [0.1, 0.11, 0.12, 0.13, 0.22, 0.23, 0.24, 0.25, 0.32, 0.33, 0.34, 0.35]
-    assert source.calls == 4
+        episode = store.episode(0)
+        seed = store.episodes()[0].info["seed"]
+    used = [round(float(x), 2) for x in episode["action"][:, 0]]
+    assert used == [0.1, 0.11, 0.12, 0.13, 0.2, 0.21, 0.22, 0.23, 0.3, 0.31, 0.32, 0.33]
+    assert source.calls == 3
+    for (states, seeds), start in zip(source.seen, (0, 4, 8), strict=True):
+        np.testing.assert_array_equal(states[0], episode["obs.state"][start])
+        assert seeds == [chunk_seed(seed, start)]
 
 
 def test_estop_stops_every_robot_stores_their_attempts_and_clearing_resets(tmp_path: Path) -> None:

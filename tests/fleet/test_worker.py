@@ -113,3 +113,20 @@ def test_a_worker_process_counts_the_time_it_waits_for_requests() -> None:
         assert 0.4 <= process.waited_s - before < 5.0
     finally:
         slot.close()
+
+
+def test_a_probe_says_whether_the_expert_could_still_finish_from_a_past_state_and_moves_nothing() -> None:
+    core = SimWorkerCore(SimWorkerSpec("LiftCube", {"horizon": 60}, {"action_noise": 0.05}))
+    core.handle(("reset", 7))
+    for _ in range(23):
+        core.handle(("step", [0.0, 0.0, 0.0, 0.0, -1.0]))  # the arm stays put: 37 steps are left
+    physics = core.env.unwrapped.get_state().physics
+    assert core.handle(("recoverable", 0)) is True  # from the start the expert lifts the cube
+    assert core.handle(("recoverable", None)) is True  # and with 37 steps left too
+    np.testing.assert_array_equal(core.env.unwrapped.get_state().physics, physics)  # the robot's sim untouched
+    for _ in range(33):
+        core.handle(("step", [0.0, 0.0, 0.0, 0.0, -1.0]))
+    assert core.handle(("recoverable", None)) is False  # 4 steps are too few to reach, grasp and lift
+    assert core.handle(("recoverable", 23)) is True  # back then there was time
+    assert isinstance(core.handle(("recoverable", 57)), ValueError)  # a step not taken yet
+    core.close()

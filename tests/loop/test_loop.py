@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -206,3 +207,26 @@ def test_promotion_needs_a_confident_gain() -> None:
     assert difference_lower_bound(60, 100, 40, 100, 0.9) > difference_lower_bound(6, 10, 4, 10, 0.9)
     with pytest.raises(ValueError, match="episodes"):
         difference_lower_bound(1, 0, 1, 10, 0.9)
+
+
+def _evaluation(wins: set[int], seeds: range = range(100_000, 100_100)) -> dict[str, object]:
+    outcomes = [int(seed in wins) for seed in seeds]
+    return {"successes": sum(outcomes), "episodes": len(seeds), "seeds": list(seeds), "outcomes": outcomes}
+
+
+def test_promotion_pairs_the_shared_seeds() -> None:
+    """On shared seeds the test reads only where the two disagree: 8 seeds won only by the candidate and none lost
+    is a clear gain (68% vs 60%) that two independent success rates could not show; 10 won and 8 lost is not."""
+    config = PromotionConfig(confidence=0.9)
+    current = _evaluation(set(range(100_000, 100_060)))
+    better = decide(_evaluation(set(range(100_000, 100_068))), current, config)
+    assert better.promote and better.test == "mcnemar"
+    assert (better.shared_seeds, better.candidate_only, better.current_only) == (100, 8, 0)
+    assert better.p_value == pytest.approx(0.5**8)
+    assert difference_lower_bound(68, 100, 60, 100, 0.9) < 0  # the unpaired bound would have kept the incumbent
+    mixed = decide(_evaluation(set(range(100_008, 100_070))), current, config)
+    assert not mixed.promote and (mixed.candidate_only, mixed.current_only) == (10, 8)
+    assert mixed.p_value == pytest.approx(sum(math.comb(18, k) for k in range(10, 19)) / 2**18, rel=1e-5)
+    # results without per-seed outcomes (saved before evaluations kept them) fall back to the unpaired bound
+    unpaired = decide({"successes": 68, "episodes": 100}, {"successes": 60, "episodes": 100}, config)
+    assert unpaired.test == "newcombe" and not unpaired.promote and unpaired.diff_lower_bound is not None

@@ -94,3 +94,27 @@ def test_wilson_interval() -> None:
     low, high = wilson_interval(90, 100)
     assert low == pytest.approx(0.8256, abs=1e-3) and high == pytest.approx(0.9448, abs=1e-3)
     assert wilson_interval(0, 10)[0] == 0.0
+
+
+def test_every_checkpoint_carries_its_own_version_and_its_parent(lift_store: Path, tmp_path: Path) -> None:
+    """Two runs saving to folders both called ``policy`` get different ids; a fine-tune names its parent; a
+    schema-1 checkpoint (saved before versions existed) loads with one made from its folder and weights."""
+    from vla_recover.policies.common.checkpoint import checkpoint_version, load_policy
+
+    Trainer(small_config(lift_store, tmp_path / "base")).run()
+    base = checkpoint_version(tmp_path / "base" / "policy")
+    Trainer(small_config(lift_store, tmp_path / "round_1", init_from=tmp_path / "base" / "policy", seed=1)).run()
+    _, _, saved = load_policy(tmp_path / "round_1" / "policy")
+    version = saved["version"]
+    assert base.startswith("base-") and version["id"].startswith("round_1-") and version["parent"] == base
+    assert version["content_hash"].startswith("sha256:") and version["id"][-12:] == version["content_hash"][7:19]
+    config_path = tmp_path / "base" / "policy" / "config.json"
+    old = json.loads(config_path.read_text())
+    old["schema_version"] = 1
+    del old["version"]
+    config_path.write_text(json.dumps(old))
+    assert checkpoint_version(tmp_path / "base" / "policy") == base  # the same weights: the same id
+    old["schema_version"], old["version"] = 2, {"name": "no id"}
+    config_path.write_text(json.dumps(old))
+    with pytest.raises(ValueError, match="field 'version' must hold an 'id'"):
+        load_policy(tmp_path / "base" / "policy")

@@ -177,3 +177,26 @@ def test_demo_share_rebalances_demonstrations(store: EpisodeStore) -> None:
     table = build_step_table(store)
     assert weights[table.demo].sum() == pytest.approx(0.2 * weights.sum())
     assert weights.sum() == pytest.approx(110)
+
+
+@pytest.mark.parametrize("weighter", ["bc", "iwr", "sirius", "habc"])
+def test_no_method_imitates_a_row_no_one_chose(tmp_path: Path, weighter: str) -> None:
+    """Holds (a rejected chunk, a human reacting) and rewind rows get weight 0 whatever the weighter."""
+    actors = ["policy"] * 8 + ["hold"] * 2 + ["policy"] * 5 + ["hold"] * 4 + ["rewind"] * 3 + ["human"] * 12
+    actors += ["policy"] * 6
+    segments = [(0, 15, "autonomous"), (15, 19, "intervention"), (19, 22, "rewind"), (22, 34, "intervention"),
+                (34, 40, "autonomous")]  # fmt: skip
+    with EpisodeStore(tmp_path / "s", mode="a") as s:
+        s.append_episode(_episode(["scripted"] * 10, "success", [], 0))
+        s.append_episode(_episode(actors, "success", segments, 1))
+        s.append_episode(
+            _episode(["policy"] * 12 + ["hold"] * 3 + ["policy"] * 5, "failure", [(0, 20, "autonomous")], 2)
+        )
+    store = EpisodeStore(tmp_path / "s")
+    config = {"habc": {"viability": FAST, "efficiency": FAST}}.get(weighter, {})
+    weights, _ = build_step_weights(store, DatasetConfig(weighter=weighter, weighter_config=config))
+    unchosen = np.isin(store.read("actor"), [4, 5])  # hold, rewind
+    assert unchosen.sum() == 12 and (weights[unchosen] == 0).all()
+    assert (weights[:10] > 0).all()  # the demonstration
+    table = build_step_table(store)
+    assert not table.chosen[unchosen].any() and table.human.sum() == 12

@@ -43,6 +43,11 @@ def _headline(result: dict[str, Any]) -> str:
         return f"success {result['success_rate']:.1%} (95% CI {low:.1%}-{high:.1%}, n={result['episodes']})"
     if "promote" in result:
         verdict = "promoted" if result["promote"] else "discarded"
+        if result.get("test") == "mcnemar":
+            return (
+                f"{verdict}: {result['candidate_only']} seeds won only by the candidate, {result['current_only']} only "
+                f"by the current version; McNemar p = {result['p_value']:.3g}"
+            )
         return f"{verdict}: lower bound of the gain {result['diff_lower_bound']:+.3f} at {result['confidence']:.0%}"
     if "outcomes" in result:
         return f"{result['episodes']} episodes {result['outcomes']}, {result['interventions']} interventions"

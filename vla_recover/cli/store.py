@@ -21,7 +21,7 @@ def info(
     path: Annotated[Path, typer.Argument(help="episode store directory")],
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
-    """Summarise a store: episodes by outcome, actor mix, segment kinds, steps, size on disk."""
+    """Summarise a store: episodes by outcome, who chose the steps, policy versions, segment kinds, size on disk."""
     from vla_recover.data import store_summary
 
     with user_errors():
@@ -35,6 +35,12 @@ def info(
     for field in ("outcomes", "tasks", "robots", "actor_steps", "segments"):
         values = summary[field]
         table.add_row(field.replace("_", " "), ", ".join(f"{k}: {v}" for k, v in values.items()) or "-")
+    versions = summary["policy_versions"]
+    table.add_row(
+        "policy versions",
+        "\n".join(f"{v}: {u['steps']} steps in {u['episodes']} episodes ({u['successes']} successful)"
+                  for v, u in versions.items()) or "-",
+    )  # fmt: skip
     table.add_row("events", str(summary["events"]))
     keys = summary["keys"]
     table.add_row("keys", "\n".join(f"{k} {tuple(v['shape'])} {v['dtype']}" for k, v in keys.items()) or "-")

@@ -62,8 +62,17 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="first seed; keep them disjoint from training seeds", min=0)] = 100_000,
     workers: Annotated[int, typer.Option(help="parallel worker processes", min=1)] = 1,
     videos: Annotated[Path | None, typer.Option(help="save one mp4 per episode here")] = None,
+    action_tolerance: Annotated[
+        float,
+        typer.Option(
+            help="policy actions up to this far outside [-1, 1] are clipped, further out the chunk is rejected and "
+            "the robot holds (as the fleet's policy_action_tolerance)",
+            min=0.0,
+            max=100.0,
+        ),
+    ] = 1.0,
 ) -> None:
-    """Closed-loop success rate with a 95% confidence interval, printed as JSON."""
+    """Closed-loop success rate with a 95% confidence interval and the per-seed outcomes, printed as JSON."""
     from vla_recover.evaluate import evaluate_checkpoint
 
     with user_errors(), progress_bar() as progress:
@@ -72,5 +81,8 @@ def evaluate(
         def on_progress(done: int, successes: int) -> None:
             progress.update(job, completed=done, status=f"success {successes}/{done}")
 
-        result = evaluate_checkpoint(policy, task, episodes, seed, workers, video_dir=videos, on_progress=on_progress)
+        result = evaluate_checkpoint(
+            policy, task, episodes, seed, workers, video_dir=videos, on_progress=on_progress,
+            action_tolerance=action_tolerance,
+        )  # fmt: skip
     print(json.dumps(result))

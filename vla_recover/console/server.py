@@ -48,6 +48,7 @@ from vla_recover.console.records import (
 from vla_recover.console.runner import FleetRunner
 from vla_recover.console.users import User, UserDB
 from vla_recover.critic.segmenter import CRITIC_KINDS
+from vla_recover.data.provenance import policy_version_use
 from vla_recover.data.schema import ACTORS
 
 __all__ = ["PERMISSIONS", "RateLimiter", "build_app"]  # the first two re-exported from console.access
@@ -207,9 +208,6 @@ def build_app(
                 clauses.append(f"{field} = ?")
                 params.append(value)
         version = request.query_params.get("policy_version")
-        if version:
-            clauses.append("json_extract(info, '$.policy_version') = ?")
-            params.append(version)
         try:
             limit = int(request.query_params.get("limit", "200"))
         except ValueError:
@@ -221,6 +219,10 @@ def build_app(
             raise ApiError(422, f"actors: {actors!r} is not autonomous or intervened")
         with open_store(console.store) as store:
             rows = store.index.episodes(" AND ".join(clauses), tuple(params))
+            if version:  # the episodes with a step that version chose
+                use = policy_version_use(store).get(version)
+                chosen_by = set(use.episodes) if use is not None else set()
+                rows = [r for r in rows if r.id in chosen_by]
             if actors:
                 intervened = {s.episode for s in store.index.segments() if s.kind == "intervention"}
                 rows = [r for r in rows if (r.id in intervened) == (actors == "intervened")]

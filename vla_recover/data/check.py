@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from vla_recover.data.provenance import policy_version_use
 from vla_recover.data.schema import ACTORS
 from vla_recover.data.store import EpisodeStore, not_a_store
 
@@ -114,7 +115,8 @@ def _check_key(store: EpisodeStore, key: str, report: CheckReport) -> None:
 
 
 def store_summary(path: str | Path) -> dict[str, Any]:
-    """Episodes by outcome and task, actor mix, segment kinds, total steps, size on disk."""
+    """Episodes by outcome and task, actor mix (who chose the steps' actions, ``hold`` and ``rewind`` for rows no one
+    chose), the steps and episodes of each policy version, segment kinds, total steps, size on disk."""
     with EpisodeStore(path, mode="r") as store:
         rows = store.episodes()
         actors: Counter[str] = Counter()
@@ -122,6 +124,10 @@ def store_summary(path: str | Path) -> dict[str, Any]:
             codes, counts = np.unique(store.read("actor"), return_counts=True)
             actors.update({ACTORS[int(c)]: int(n) for c, n in zip(codes, counts, strict=True)})
         segments = Counter(s.kind for s in store.index.segments())
+        versions = {
+            name: {"steps": use.steps, "episodes": len(use.episodes), "successes": use.successes}
+            for name, use in policy_version_use(store).items()
+        }
         return {
             "path": str(path),
             "episodes": len(rows),
@@ -130,6 +136,7 @@ def store_summary(path: str | Path) -> dict[str, Any]:
             "tasks": dict(Counter(r.task for r in rows)),
             "robots": dict(Counter(r.robot for r in rows)),
             "actor_steps": dict(actors),
+            "policy_versions": versions,
             "segments": dict(segments),
             "events": len(store.index.events()),
             "keys": {k: {"shape": list(s.shape), "dtype": s.dtype} for k, s in store.specs().items()},

@@ -92,8 +92,9 @@ def _plan(root: Path) -> _Plan:
     ours = read_json(root / OURS_META) if (root / OURS_META).is_file() else None
     keys: dict[str, str] = {}
     skipped: list[str] = []
+    derived = set(ours.get("derived", [])) if ours is not None else set()  # computed on export, not data
     for name, feature in features.items():
-        if name in INDEX_FEATURES:
+        if name in INDEX_FEATURES or name in derived:
             continue
         if feature.dtype == "string":
             skipped.append(name)

@@ -37,13 +37,17 @@ from vla_recover.data.lerobot_format import (
     to_lerobot_key,
 )
 from vla_recover.data.lerobot_stats import aggregate_stats, episode_stats
-from vla_recover.data.schema import ACTORS, PROVENANCE_KEYS, KeySpec
+from vla_recover.data.schema import ACTORS, PROVENANCE_KEYS, UNCHOSEN_ACTORS, KeySpec
 from vla_recover.data.store import EpisodeStore
 
 __all__ = ["ExportReport", "export_lerobot"]
 
 _BATCH_BYTES = 64 << 20  # raw step bytes read from the store per batch of episodes
 _SKIPPED_KEYS = ("robot",)  # per episode in meta/vla_recover.json instead
+# Derived per frame for LeRobot users, not read back: False where no one chose the action (a hold, a rewind row), so
+# a training script can drop those frames without knowing vla_recover's actor codes.
+ACTION_CHOSEN = "action_chosen"
+_UNCHOSEN_CODES = [ACTORS.index(actor) for actor in UNCHOSEN_ACTORS]
 
 
 @dataclass
@@ -206,7 +210,8 @@ def export_lerobot(
 
     Keys map to LeRobot's names (``obs.state`` -> ``observation.state``, ``obs.images.<cam>`` ->
     ``observation.images.<cam>``, ``reward`` -> ``next.reward``); provenance columns (``actor``, ``intervention``,
-    ``policy_version``, ``phase``, ``progress``, ``sim_time``, ``wall_time``) become extra features. The
+    ``policy_version``, ``phase``, ``progress``, ``sim_time``, ``wall_time``) become extra features, and
+    ``action_chosen`` says per frame whether anyone chose its action (False on holds and rewind rows). The
     instruction is the LeRobot task string. ``progress(done, total)`` is called after each episode.
     """
     pq = require("pyarrow.parquet")
@@ -227,7 +232,8 @@ def export_lerobot(
         tmp.mkdir(parents=True)
         try:
             index_features = [Feature(name, dtype, (1,)) for name, dtype in INDEX_FEATURES.items()]
-            features = [c.feature for c in columns] + index_features
+            derived = [Feature(ACTION_CHOSEN, "bool", (1,))] if "actor" in store.specs() else []
+            features = [c.feature for c in columns] + derived + index_features
             writer = _DataWriter(tmp, features, data_file_mb)
             tasks: dict[str, int] = {}
             episodes_meta: list[dict[str, Any]] = []
@@ -251,6 +257,8 @@ def export_lerobot(
                     task_index = tasks.setdefault(task_text, len(tasks))
                     frame_index = np.arange(n, dtype=np.int64)
                     values = {c.feature.name: data[c.key][row.start - lo : row.stop - lo] for c in columns}
+                    if derived:
+                        values[ACTION_CHOSEN] = ~np.isin(values[to_lerobot_key("actor")], _UNCHOSEN_CODES)
                     values["timestamp"] = (frame_index / fps).astype(np.float32)
                     values["frame_index"] = frame_index
                     values["episode_index"] = np.full(n, e, dtype=np.int64)
@@ -289,6 +297,7 @@ def export_lerobot(
             ours = {
                 "format": 1,
                 "actors": list(ACTORS),
+                "derived": [f.name for f in derived],
                 "policy_versions": {str(code): name for code, name in versions.items()},
                 "keys": {c.feature.name: {"key": c.key, **c.spec.as_json()} for c in columns},
                 "episodes": ours_episodes,

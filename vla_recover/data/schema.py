@@ -17,6 +17,7 @@ __all__ = [
     "PROVENANCE_KEYS",
     "SCHEMA_VERSION",
     "SEGMENT_KINDS",
+    "UNCHOSEN_ACTORS",
     "EpisodeData",
     "KeySpec",
     "SchemaError",
@@ -24,7 +25,11 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 
-ACTORS: tuple[str, ...] = ("policy", "human", "guided", "scripted")
+# Who chose a step's action. ``hold`` and ``rewind`` mark rows no one chose: the robot held still (a human reacting, a
+# lost lease or a silent device, a rejected policy chunk) or went back through states it had visited. The codes are
+# stored, so new actors are only ever appended.
+ACTORS: tuple[str, ...] = ("policy", "human", "guided", "scripted", "hold", "rewind")
+UNCHOSEN_ACTORS: tuple[str, ...] = ("hold", "rewind")  # rows no method imitates
 OUTCOMES: tuple[str, ...] = ("success", "failure", "truncated", "aborted")
 SEGMENT_KINDS: tuple[str, ...] = (
     # from supervision
@@ -44,7 +49,7 @@ PROVENANCE_KEYS: dict[str, np.dtype[Any]] = {
     "actor": np.dtype(np.uint8),  # index into ACTORS
     "policy_version": np.dtype(np.int32),  # code into the index's policy-version table, -1 when none
     "robot": np.dtype(np.int32),  # code into the index's robot table
-    "intervention": np.dtype(np.bool_),
+    "intervention": np.dtype(np.bool_),  # a human was in control (holds and rewinds during a takeover included)
     "wall_time": np.dtype(np.float64),  # seconds since the epoch
     "sim_time": np.dtype(np.float64),  # seconds since the episode began, simulator or robot clock
     "phase": np.dtype(np.int8),  # ground-truth phase index in the task's PHASES, -1 when unknown

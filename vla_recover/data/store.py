@@ -315,7 +315,7 @@ class EpisodeStore:
             "actor": np.array([ACTORS.index(a) for a in actors]),
             "policy_version": np.array([codes[v] for v in versions]),
             "robot": np.full(length, self.index.code("robot", episode.robot)),
-            "intervention": np.array([a == "human" for a in actors]),
+            "intervention": np.array([a in ("human", "rewind") for a in actors]),
             "wall_time": np.full(length, time.time()),
             "sim_time": np.arange(length, dtype=np.float64),
             "phase": np.full(length, -1),

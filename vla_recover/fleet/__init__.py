@@ -29,9 +29,10 @@ def build_fleet(config: FleetConfig, source: ChunkSource | None = None) -> Fleet
     from vla_recover.teleop.operators import SimFloorOperator, SimTeleoperator
 
     fleet = FleetManager(config, source)
-    if config.floor_operator.enabled:
-        fleet.operators.append(SimFloorOperator(config.floor_operator))
-        fleet.auto_reset = False
-    if config.teleoperator.enabled:
-        fleet.operators.append(SimTeleoperator(config.teleoperator))
+    floor, teleop = config.floor_operator, config.teleoperator
+    if floor.enabled:
+        fleet.operators += [SimFloorOperator(floor, f"floor-{i + 1}") for i in range(floor.count)]
+        fleet.auto_reset = floor.resets == "automatic"
+    if teleop.enabled:
+        fleet.operators += [SimTeleoperator(teleop, f"teleop-{i + 1}") for i in range(teleop.count)]
     return fleet

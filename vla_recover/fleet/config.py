@@ -14,9 +14,20 @@ __all__ = ["FleetConfig", "FloorOperatorConfig", "TeleoperatorConfig"]
 
 
 class FloorOperatorConfig(FrozenConfig):
-    """The simulated floor operator: watches every robot, asks for takeovers, resets finished robots."""
+    """The simulated floor operators: watch every robot, ask for takeovers, reset finished robots.
+
+    A floor operator at the console sees every robot; one that is resetting a robot (``resets: physical``) is at
+    that robot, away from the console, and sees nothing until the reset is done. A free operator asks for a takeover
+    of the robot it saw failing first, once its reaction time has passed, then resets finished robots.
+    """
 
     enabled: bool = True
+    count: int = Field(default=1, ge=1, le=64, description="floor operators watching the fleet")
+    resets: Literal["physical", "automatic"] = Field(
+        default="physical",
+        description="physical: a floor operator resets each finished robot, taking reset_s of its time (away from "
+        "the console) and the robot's; automatic: the sim resets itself at once, no operator time",
+    )
     detector: Literal["ground_truth", "stall", "both", "critic"] = Field(
         default="both",
         description="ground_truth: an injected failure or progress falling; stall: no progress gain; both; critic: "
@@ -36,9 +47,10 @@ class FloorOperatorConfig(FrozenConfig):
 
 
 class TeleoperatorConfig(FrozenConfig):
-    """The simulated teleoperator: serves the takeover queue one robot at a time with the scripted expert."""
+    """The simulated teleoperators: each serves the takeover queue one robot at a time with the scripted expert."""
 
     enabled: bool = True
+    count: int = Field(default=1, ge=1, le=64, description="teleoperators, each holding at most one robot")
     allocation: Literal["fifo", "priority"] = "fifo"
     reaction_s: float = Field(default=2.0, ge=0.0, description="from grant to first command")
     rewind: Literal["none", "steps", "in_distribution"] = "in_distribution"
@@ -62,19 +74,26 @@ class FleetConfig(FrozenConfig):
     policy: Path | None = Field(None, description="a policy checkpoint directory")
     constant_action: list[float] | None = Field(None, description="instead of a policy (benchmarks, smoke tests)")
     batched_inference: bool = True
-    inference_lead_steps: int = Field(
-        default=0,
-        ge=0,
-        description="ask for the next chunk this many actions before the current one runs out; the robot keeps "
-        "executing those while the forward runs, and the new chunk joins in step",
-    )
     run_ahead_steps: int = Field(
         default=4,
         ge=1,
         le=16,
-        description="steps a sim worker may be ahead of the manager on actions the policy already planned (it steps "
-        "while the manager records), topped up once half have landed; 1 is lockstep. A takeover starts after the "
-        "steps in flight; must be shorter than the policy's chunks",
+        description="steps a sim worker may be ahead of the manager on the actions of the chunk it is executing (it "
+        "steps while the manager records), topped up once half have landed; 1 is lockstep. The next chunk is planned "
+        "once they have all landed, from the observation where it starts, so the policy runs as evaluation runs it. A "
+        "takeover starts after the steps in flight",
+    )
+    failure_progress_drop: float = Field(
+        default=0.15,
+        gt=0.0,
+        le=1.0,
+        description="sim ground truth: progress this far below its best on the branch is a failure (the floor "
+        "operator's ground_truth detector sees it; the failure report dates its onset from it)",
+    )
+    probe_recoverability: bool = Field(
+        default=True,
+        description="sim: at each failure's onset and takeover grant, ask the worker whether the scripted expert "
+        "could still complete the task from that exact state (the failure report's 'still recoverable')",
     )
     policy_action_tolerance: float = Field(
         default=1.0,
@@ -117,6 +136,17 @@ class FleetConfig(FrozenConfig):
     lease_ttl_s: float = Field(default=10.0, gt=0.0)
     floor_operator: FloorOperatorConfig = FloorOperatorConfig()
     teleoperator: TeleoperatorConfig = TeleoperatorConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "inference_lead_steps" in data:
+            raise ValueError(
+                f"inference_lead_steps: got {data['inference_lead_steps']!r}; removed: a fleet plans every chunk from "
+                "the observation where it starts executing, as evaluation does (delete the field; run_ahead_steps "
+                "keeps the sims busy while the manager records)"
+            )
+        return data
 
     @model_validator(mode="after")
     def _one_controller(self) -> FleetConfig:

@@ -1,8 +1,9 @@
 """One robot's attempt as it happens: steps, who was in control, and the supervision segments.
 
-A full attempt (autonomous stretches, rewinds, corrections) is one episode; segments say who acted where. A rewind
-in sim is an exact restore, recorded as the visited states in reverse (zero actions) under a ``rewind`` segment,
-so the episode shows what the robot went back through, as a real arm replaying its trajectory backwards would.
+A full attempt (autonomous stretches, rewinds, corrections) is one episode; segments say who was in control where,
+and each row's actor who chose its action: a hold no one chose is ``hold``. A rewind in sim is an exact restore,
+recorded as the visited states in reverse (zero actions, actor ``rewind``) under a ``rewind`` segment, so the episode
+shows what the robot went back through, as a real arm replaying its trajectory backwards would.
 """
 
 from __future__ import annotations
@@ -17,12 +18,6 @@ from vla_recover.data import EpisodeData
 
 __all__ = ["AttemptBuffer"]
 
-_SEGMENT_OF_ACTOR = {
-    "policy": "autonomous",
-    "guided": "autonomous",
-    "human": "intervention",
-    "scripted": "intervention",
-}
 _AUTONOMOUS = ("policy", "guided")
 
 
@@ -43,19 +38,22 @@ class AttemptBuffer:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def add(self, obs: dict[str, np.ndarray], action: np.ndarray, actor: str, info: dict[str, Any]) -> None:
-        """The observation the action was taken in, the action, who took it, and the ground truth after it."""
+    def add(
+        self, obs: dict[str, np.ndarray], action: np.ndarray, actor: str, info: dict[str, Any], control: str
+    ) -> None:
+        """The observation the action was taken in, the action, who chose it (``actor``), who was in control
+        (``control``: ``autonomous`` or ``intervention``), and the ground truth after it."""
         row: dict[str, Any] = {f"obs.{k}": np.asarray(obs[k]) for k in self.obs_keys}
         row["action"] = np.asarray(action, dtype=np.float32)
         row["actor"] = actor
         row["policy_version"] = self.policy_version if actor in _AUTONOMOUS else ""
-        row["intervention"] = actor not in _AUTONOMOUS
+        row["intervention"] = control == "intervention"
         row["phase"] = int(info.get("phase_index", -1))
         row["progress"] = float(info.get("progress", np.nan))
         row["wall_time"] = time.time()
         row["sim_time"] = len(self.rows) * self.control_dt
         self.rows.append(row)
-        self._extend_segment(_SEGMENT_OF_ACTOR.get(actor, "intervention"))
+        self._extend_segment(control)
 
     def add_rewind(self, rows_back: list[int]) -> None:
         """Record going back through the recorded rows ``rows_back`` (latest first), landing before the last."""
@@ -63,7 +61,8 @@ class AttemptBuffer:
         for source in rows_back:
             row = dict(self.rows[source])
             row["action"] = np.zeros_like(row["action"])
-            row["actor"] = "human"
+            row["actor"] = "rewind"
+            row["policy_version"] = ""
             row["intervention"] = True
             row["wall_time"] = time.time()
             row["sim_time"] = len(self.rows) * self.control_dt
@@ -104,7 +103,7 @@ class AttemptBuffer:
             actor=[row["actor"] for row in chosen],
             policy_version=[row["policy_version"] for row in chosen],
             phases=self.phases,
-            info={"seed": self.seed, **info},
+            info={"seed": self.seed, "policy_version": self.policy_version, **info},
             segments=segments,
         )
 

@@ -18,8 +18,11 @@ class ChunkSource(Protocol):
     obs_keys: tuple[str, ...]  # env observation keys the source reads ("state", "images.front")
     version: str
 
-    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
-        """Action chunks (B, H, A) for B observation windows, in one batched call."""
+    def predict(
+        self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str], seeds: list[int] | None = None
+    ) -> np.ndarray:
+        """Action chunks (B, H, A) for B observation windows, in one batched call; ``seeds``: each row's sampling
+        seed (`vla_recover.execution.chunk_seed`), None where nothing asks for reproducible chunks."""
         ...
 
 
@@ -35,7 +38,9 @@ class ConstantChunks:
         self.action_exec = action_exec
         self.action_horizon = 2 * action_exec  # planned further than executed, as a policy's chunks are
 
-    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
+    def predict(
+        self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str], seeds: list[int] | None = None
+    ) -> np.ndarray:
         return np.broadcast_to(self.action, (len(windows), self.action_horizon, self.action.size)).copy()
 
 
@@ -48,14 +53,14 @@ class PolicyChunks:
         from vla_recover.policies.common.checkpoint import load_policy
 
         torch.set_num_threads(1)  # the sim workers need the other cores
-        self.policy, self.embedder, _ = load_policy(directory)
+        self.policy, self.embedder, saved = load_policy(directory)
         if compile_backbone:
             self.policy.compile_backbone()
         cfg = self.policy.config
         self.obs_horizon, self.action_exec, self.action_horizon = cfg.obs_horizon, cfg.action_exec, cfg.action_horizon
         self._policy_keys = ([cfg.state_key] if cfg.state_key else []) + list(cfg.image_keys)
         self.obs_keys = tuple(k.removeprefix("obs.") for k in self._policy_keys)
-        self.version = directory.resolve().name
+        self.version: str = saved["version"]["id"]  # the checkpoint's own id, recorded with every step it chooses
         self._calls = 0
 
     def batch(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> dict[str, np.ndarray]:
@@ -68,6 +73,14 @@ class PolicyChunks:
             batch["instruction_embedding"] = self.embedder.embed(instructions)
         return batch
 
-    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
+    def predict(
+        self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str], seeds: list[int] | None = None
+    ) -> np.ndarray:
+        return self.policy.predict_chunk(self.batch(windows, instructions), seed=self.row_seeds(len(windows), seeds))
+
+    def row_seeds(self, rows: int, seeds: list[int] | None) -> list[int]:
+        """The given per-row seeds, or (a caller with none, such as a robot node) one fresh seed per row."""
+        if seeds is not None:
+            return list(seeds)
         self._calls += 1
-        return self.policy.predict_chunk(self.batch(windows, instructions), seed=self._calls)
+        return [self._calls * 1_000_003 + row for row in range(rows)]

@@ -3,9 +3,10 @@
 Each control tick: expired leases put their robots in hold; simulated operators act through the same API a
 console uses; every autonomous robot whose action chunk ran out gets a new one from a single batched forward;
 every moving robot is stepped (all workers in parallel); steps are recorded into the robot's attempt; finished
-attempts are stored with their supervision segments. Requests travel without blocking the tick: a sim may run up
-to ``run_ahead_steps`` planned policy steps ahead of what the manager has recorded, and a reset is sent with a
-tick's steps and lands with their replies. The clock is sim time (``ticks * control period``), so
+attempts are stored with their supervision segments. A policy runs exactly as evaluation runs it
+(`vla_recover.execution`). Requests travel without blocking the tick: a sim may run up to ``run_ahead_steps``
+actions of its current chunk ahead of what the manager has recorded, and a reset is sent with a tick's steps and
+lands with their replies. The clock is sim time (``ticks * control period``), so
 operator costs and waiting times are measured in the same seconds as the robots' work.
 """
 
@@ -21,11 +22,13 @@ import numpy as np
 
 from vla_recover.data import EpisodeStore
 from vla_recover.envs import TASKS, resolve_task_name
+from vla_recover.execution import INITIAL_GRIP, chunk_seed
 from vla_recover.fleet.accounting import EffortLedger
 from vla_recover.fleet.actions import ActionGate
 from vla_recover.fleet.backends import fake_robot_workers, sim_workers
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
+from vla_recover.fleet.failures import REGAINED_WITHIN, Failure, failure_report, is_failing
 from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunks
 from vla_recover.fleet.progress import CriticRater, last_in_distribution
 from vla_recover.fleet.recorder import FleetRecorder
@@ -58,11 +61,6 @@ class FleetManager:
             else PolicyChunks(config.policy, config.compile_policy)  # type: ignore[arg-type]
         )
         self.autonomous_actor: str = getattr(self.source, "actor", "policy")  # "guided" for a guided source
-        if config.run_ahead_steps >= self.source.action_horizon:  # a new chunk would start after its own end
-            raise ValueError(
-                f"run_ahead_steps: got {config.run_ahead_steps}; chunks of {self.source.action_horizon} actions leave "
-                f"at most {self.source.action_horizon - 1} steps to run ahead"
-            )
         recorded = [f"obs.{key}" for key in self.source.obs_keys]
         self.critic = CriticRater(config.critic, recorded) if config.critic is not None else None
         self.recorder = FleetRecorder(config.store, config.store_every_s)
@@ -76,6 +74,8 @@ class FleetManager:
             self._add_slot(f"sim{i:02d}", worker)
         for robot, worker in fake_robot_workers(config, self.task, self.dt):
             self._add_slot(robot, worker)
+        self.failure_progress_drop = config.failure_progress_drop
+        self.failures: list[Failure] = []  # every ground-truth failure under the policy, closed or open (sim only)
         self.operators: list[Any] = []  # ticked before the robots; see vla_recover.teleop.operators
         self.auto_reset = True  # finished robots reset themselves unless an operator takes that job
 
@@ -118,6 +118,8 @@ class FleetManager:
     def request_takeover(self, robot: str, operator: str, reason: str = "") -> None:
         slot = self.slot(robot)
         slot.machine.to(S.TAKEOVER_REQUESTED, reason)
+        if slot.failure is not None and slot.failure.requested_s is None:
+            slot.failure.requested_s = self.now()
         self.event("takeover_requested", operator, {"reason": reason}, robot)
 
     def grant_takeover(self, robot: str, operator: str, device: TeleopDevice) -> Lease:
@@ -134,6 +136,10 @@ class FleetManager:
         slot.machine.to(S.TELEOP, f"granted to {operator}")
         slot.lease, slot.device, slot.hold = lease, device, False
         slot.plan.clear()
+        if slot.failure is not None:
+            slot.failure.granted_s = self.now()
+            self._probe(slot, slot.failure, "recoverable_at_grant", None)  # where the human starts: after the
+            self._close_failure(slot, "takeover")  # steps in flight land
         self.ledger.interventions += 1
         self.event("takeover_granted", operator, {"operator": operator, "device": device.name}, robot)
         return lease
@@ -179,19 +185,21 @@ class FleetManager:
         slot.attempt.add_rewind(list(reversed(slot.branch_rows[target:])))
         slot.cut_branch(target)
         slot.obs, slot.info = obs, info
+        self._refill_history(slot)  # the robot jumped back: its history starts again there, as in training windows
         slot.machine.to(S.TELEOP, "rewound")
         self.ledger.rewinds += 1
         self.event("rewind", lease.operator, {"steps": here - target, "to_step": target}, robot)
         return here - target
 
     def release_takeover(self, robot: str, token: str) -> None:
-        """Hand the robot back to the policy, which starts from fresh observations (no stale-window snap)."""
+        """Hand the robot back to the policy, which plans its next chunk from the observation now. Its observation
+        history runs on through the hand-back, as a training window anchored there reads it (`WindowSampler`)."""
         slot = self.slot(robot)
         lease = self._checked_lease(slot, token)
         self.leases.release(robot, token)
         slot.lease, slot.device, slot.hold, slot.handback_step = None, None, False, len(slot.branch_rows)
+        slot.plan.clear()
         slot.machine.to(S.AUTONOMOUS, f"released by {lease.operator}")
-        self._refill_history(slot)
         self.event("takeover_released", lease.operator, {}, robot)
 
     def reset(self, robot: str, operator: str, seconds: float = 0.0) -> None:
@@ -275,29 +283,39 @@ class FleetManager:
         if slot.state not in MOVING or slot.paused or slot.obs is None:
             return
         try:
-            if not slot.pending:
+            if not slot.steps_in_flight:
                 action, actor = self._next_action(slot)
                 slot.worker.send("step", action)
-                slot.pending.append(("step", action, actor))
+                slot.pending.append(("step", action, actor, self._control(slot)))
             depth = self.config.run_ahead_steps if slot.worker.runs_ahead else 1
-            if len(slot.pending) > depth - depth // 2:
+            if slot.steps_in_flight > depth - depth // 2:
                 return  # topped up in bursts of depth // 2: a worker gets several steps per message (fewer
                 # wake-ups), and the burst before is still in flight, so the next is queued before that one is done
-            while len(slot.pending) < depth and slot.plan and slot.state is not S.TELEOP:
+            while slot.steps_in_flight < depth and slot.plan and slot.state is not S.TELEOP:
                 action = slot.plan.popleft()
                 slot.worker.send("step", action)
-                slot.pending.append(("step", action, self.autonomous_actor))
+                slot.pending.append(("step", action, self.autonomous_actor, "autonomous"))
         except WorkerDied as exc:
             self._fault(slot, str(exc))
 
     def _consume(self, slot: Slot) -> None:
         """The reply to the slot's oldest request in flight: a step is recorded (or dropped when its attempt is
-        already over), a reset makes the slot idle."""
+        already over), a reset makes the slot idle; probes answered before it are filed on the way."""
         entry = slot.pending.popleft()
         try:
             reply = slot.worker.receive()
         except WorkerDied as exc:
             self._fault(slot, str(exc))
+            return
+        except ValueError as problem:  # a probe the worker could not answer: its field stays unknown
+            if entry is None or entry[0] != "probe":
+                raise
+            self.event("probe_failed", "fleet", {"reason": str(problem)}, slot.robot)
+            reply = None
+        if entry is not None and entry[0] == "probe":
+            setattr(entry[1], entry[2], None if reply is None else bool(reply))
+            if slot.pending:
+                self._consume(slot)  # a probe costs no tick: the step behind it lands now
             return
         if entry is None:
             return
@@ -305,7 +323,8 @@ class FleetManager:
             self._reset_done(slot, entry[1], *reply)
             return
         obs, info, terminated, truncated, taken = reply
-        self._record(slot, taken, entry[2], obs, info)
+        self._record(slot, taken, entry[2], entry[3], obs, info)
+        self._watch_failure(slot, info)
         if terminated or truncated:
             self._end_attempt(slot, "success" if info.get("is_success") else "truncated")
 
@@ -342,56 +361,107 @@ class FleetManager:
         slot.lease, slot.device, slot.hold = None, None, False
 
     def _plan_chunks(self) -> None:
-        """One forward for every autonomous robot whose plan is down to ``inference_lead_steps`` actions.
+        """One forward for every autonomous robot whose chunk has run out and whose steps have all landed.
 
-        The new chunk is conditioned on the observation now; the actions still queued cover its first steps, so
-        it joins at the same offset and the robot never replays a stale plan or stops to wait.
+        As in evaluation (`vla_recover.execution`), a chunk is planned from the observation at the step where it
+        starts executing, with that step's seed, and its first ``action_exec`` actions run; only the actions of a
+        chunk already planned run ahead, so running ahead never plans from an older observation.
         """
-        lead = self.config.inference_lead_steps
         need = [
             s
             for s in self.slots.values()
-            if s.state in (S.AUTONOMOUS, S.TAKEOVER_REQUESTED) and len(s.plan) <= lead and not s.paused and s.obs
+            if s.state in (S.AUTONOMOUS, S.TAKEOVER_REQUESTED)
+            and not s.plan
+            and not s.steps_in_flight
+            and not s.paused
+            and s.obs
+            and s.attempt is not None
         ]
         if not need:
             return
         groups = [need] if self.config.batched_inference else [[s] for s in need]
         for group in groups:
-            windows = [s.history for s in group]
-            chunks = self.source.predict(windows, [s.attempt.instruction if s.attempt else "" for s in group])
+            attempts = [s.attempt for s in group if s.attempt is not None]
+            chunks = self.source.predict(
+                [s.history for s in group],
+                [a.instruction for a in attempts],
+                [chunk_seed(a.seed, len(s.branch_rows)) for s, a in zip(group, attempts, strict=True)],
+            )
             for slot, chunk in zip(group, chunks, strict=True):
-                # the steps in flight were sent after this observation: they shift the executed window of the
-                # chunk (a chunk yields as many fresh actions as in lockstep); the queued plan overlaps its start
-                flying, planned = len(slot.pending), len(slot.plan)
-                window = chunk[flying + planned : flying + max(self.source.action_exec, planned + 1)]
-                fresh = self.gate.chunk(slot, window)
-                slot.plan.extend(fresh)
+                slot.plan.extend(self.gate.chunk(slot, chunk[: self.source.action_exec]))
+
+    @staticmethod
+    def _control(slot: Slot) -> str:
+        """Who is in control of the robot now: the segment kind of the step about to be sent."""
+        return "intervention" if slot.state is S.TELEOP else "autonomous"
 
     def _next_action(self, slot: Slot) -> tuple[np.ndarray | None, str]:
-        """(action or None for the sim expert, actor) for this tick; invalid commands are rejected into a hold."""
+        """(action or None for the sim expert, who chose it) for this tick. A hold (no chunk, no command, a rejected
+        command, no lease) was chosen by no one: its actor is ``hold``, whoever is in control."""
         if slot.state is not S.TELEOP:
-            return (slot.plan.popleft() if slot.plan else self.gate.hold(slot)), self.autonomous_actor
+            return (slot.plan.popleft(), self.autonomous_actor) if slot.plan else (self.gate.hold(slot), "hold")
         if slot.hold or slot.device is None:
-            return self.gate.hold(slot), "human"
+            return self.gate.hold(slot), "hold"
         if slot.device.uses_sim_expert:
             return None, "human"
         try:
             command = slot.device.read(slot.obs or {})
         except DeviceDisconnected as exc:
             self._lease_lost(slot, f"device {slot.device.name}: {exc}")
-            return self.gate.hold(slot), "human"
-        return (self.gate.hold(slot) if command is None else self.gate.command(slot, command, "human")), "human"
+            return self.gate.hold(slot), "hold"
+        if command is None:
+            return self.gate.hold(slot), "hold"
+        checked = self.gate.command(slot, command, "human")
+        return (checked, "human") if checked is not None else (self.gate.hold(slot), "hold")
 
-    def _record(self, slot: Slot, action: np.ndarray, actor: str, obs: dict[str, Any], info: dict[str, Any]) -> None:
+    def _record(
+        self, slot: Slot, action: np.ndarray, actor: str, control: str, obs: dict[str, Any], info: dict[str, Any]
+    ) -> None:
         assert slot.attempt is not None and slot.obs is not None
         slot.branch_rows.append(len(slot.attempt))
         slot.branch_progress.append(float(info.get("progress", 0.0)))
-        slot.attempt.add(slot.obs, action, actor, info)
+        slot.attempt.add(slot.obs, action, actor, info, control)
         slot.grip = float(action[self.action_dim - 1]) if len(action) == self.action_dim else slot.grip
         slot.obs, slot.info = obs, info
         slot.history.append(obs)
 
+    def _watch_failure(self, slot: Slot, info: dict[str, Any]) -> None:
+        """Date a ground-truth failure under the policy from the step that shows it; close it if the policy regains
+        what it lost (see `vla_recover.fleet.failures`)."""
+        if slot.state not in (S.AUTONOMOUS, S.TAKEOVER_REQUESTED) or slot.attempt is None or not slot.worker.simulated:
+            return
+        progress, failure = slot.branch_progress, slot.failure
+        if failure is not None:
+            failure.lowest_progress = min(failure.lowest_progress, progress[-1])
+            fell = failure.lowest_progress < failure.best_progress - self.failure_progress_drop
+            if fell and progress[-1] >= failure.best_progress - REGAINED_WITHIN:
+                self._close_failure(slot, "recovered_by_policy")
+            return
+        if is_failing(info, progress, self.failure_progress_drop):
+            best = max(progress[:-1], default=progress[-1])
+            kind = info.get("failure") or "progress_drop"
+            slot.failure = Failure(
+                slot.robot, slot.attempt.seed, len(slot.branch_rows), self.now(), kind, best, progress[-1]
+            )
+            self.failures.append(slot.failure)
+            self._probe(slot, slot.failure, "recoverable_at_onset", len(slot.branch_rows))
+
+    def _close_failure(self, slot: Slot, end: str) -> None:
+        assert slot.failure is not None
+        slot.failure.end, slot.failure = end, None
+
+    def _probe(self, slot: Slot, failure: Failure, field: str, step: int | None) -> None:
+        """Ask the slot's sim (in order with its steps) whether the expert could still finish from ``step``."""
+        if not (self.config.probe_recoverability and slot.worker.simulated):
+            return
+        try:
+            slot.worker.send("recoverable", step)
+        except WorkerDied:
+            return  # the fault shows at the slot's next reply
+        slot.pending.append(("probe", failure, field))
+
     def _refill_history(self, slot: Slot) -> None:
+        """The history a policy sees at an attempt's first step or after a rewind: the observation now, repeated."""
         slot.plan.clear()
         slot.history.clear()
         slot.history.extend([slot.obs] * self.source.obs_horizon)  # type: ignore[list-item]
@@ -445,6 +515,7 @@ class FleetManager:
             policy_version=self.source.version,
         )  # fmt: skip
         slot.new_branch()
+        slot.grip = INITIAL_GRIP  # a reset opens the gripper: a hold before any command keeps it open
         slot.machine.to(S.IDLE, "reset done")
 
     def _start_attempt(self, slot: Slot) -> None:
@@ -455,10 +526,13 @@ class FleetManager:
         self.event("episode_started", "fleet", {"task": self.task, "instruction": slot.attempt.instruction}, slot.robot)
 
     def _end_attempt(self, slot: Slot, outcome: str, reason: str = "") -> None:
+        if slot.failure is not None:
+            self._close_failure(slot, "recovered_by_policy" if outcome == "success" else "attempt_ended")
         attempt, slot.attempt = slot.attempt, None
         slot.needs_reset = True
         slot.plan.clear()
-        slot.pending = deque([None] * len(slot.pending))  # steps still in flight land in no attempt
+        # steps still in flight land in no attempt; the answers to probes already asked are still filed
+        slot.pending = deque(e if e is not None and e[0] == "probe" else None for e in slot.pending)
         if slot.machine.can(S.EPISODE_DONE):
             slot.machine.to(S.EPISODE_DONE, outcome)
         self._drop_lease(slot)
@@ -490,6 +564,7 @@ class FleetManager:
             "control_steps_per_s": round(self.ticks * len(self.slots) / wall_s, 1) if wall_s else None,
             "critic": str(self.critic.directory) if self.critic is not None else None,
             **self.ledger.summary(),
+            "failure_response": failure_report(self.failures),
         }
 
     def close(self) -> None:

@@ -40,6 +40,8 @@ class _SimWorkerActor:
 class RayWorkerHandle(Worker):
     """The fleet's end of one Ray actor."""
 
+    simulated = True
+
     def __init__(self, spec: SimWorkerSpec, name: str) -> None:
         self.spec, self.name = spec, name
         self._actor: Any = None

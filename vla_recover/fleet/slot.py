@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from vla_recover.execution import INITIAL_GRIP
 from vla_recover.fleet.episode import AttemptBuffer
+from vla_recover.fleet.failures import Failure
 from vla_recover.fleet.states import SlotMachine, SlotState
 from vla_recover.fleet.worker import Worker
 from vla_recover.teleop.devices import TeleopDevice
@@ -24,7 +26,8 @@ class Slot:
     worker: Worker
     history: deque[dict[str, np.ndarray]]
     plan: deque[np.ndarray] = field(default_factory=deque)
-    # requests in flight, oldest first: ("step", action, actor), ("reset", seed), or None for a reply to drop
+    # requests in flight, oldest first: ("step", action, actor, control), ("reset", seed), ("probe", failure, field)
+    # or None for a reply to drop
     pending: deque[tuple[Any, ...] | None] = field(default_factory=deque)
     obs: dict[str, np.ndarray] | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -40,7 +43,8 @@ class Slot:
     paused: bool = False
     needs_reset: bool = True
     busy_until: float = 0.0  # end of the current reset
-    grip: float = -1.0  # last gripper command, kept while holding
+    grip: float = INITIAL_GRIP  # last gripper command, kept while holding
+    failure: Failure | None = None  # the ground-truth failure of this attempt not yet taken over (sim only)
 
     @property
     def state(self) -> SlotState:
@@ -53,6 +57,10 @@ class Slot:
         return state in (SlotState.TAKEOVER_REQUESTED, SlotState.EPISODE_DONE) or (
             state is SlotState.TELEOP and self.hold
         )
+
+    @property
+    def steps_in_flight(self) -> int:
+        return sum(1 for entry in self.pending if entry is not None and entry[0] == "step")
 
     @property
     def reset_in_flight(self) -> bool:

@@ -10,7 +10,9 @@ A process can host several slots' sims (`WorkerProcess`); a tick's requests to i
 Protocol (request → reply): ``("reset", seed)`` → ``(obs, info)``; ``("step", action | None)`` →
 ``(obs, info, terminated, truncated, action)``, its info cut to ``STEP_INFO``, where ``None`` asks the expert for the
 action and the reply carries the action taken (``EPISODE_OVER`` once the episode has ended: a step that ran ahead
-past the end is not taken); ``("rewind_to", step)`` → ``(obs, info)``; ``("close",)``.
+past the end is not taken); ``("rewind_to", step)`` → ``(obs, info)``; ``("recoverable", step | None)`` → whether the
+scripted expert, started from the exact state at that step (None: now), completes the task before the episode's
+horizon (run in a scratch sim, so the robot's own is untouched); ``("close",)``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Worker(abc.ABC):
 
     name: str
     runs_ahead = False  # whether requests may queue up: replies then come back in order, one per request
+    simulated = False  # a sim, which answers ``recoverable`` probes (SimWorkerCore)
 
     @abc.abstractmethod
     def start(self) -> None: ...
@@ -117,6 +120,7 @@ class SimWorkerCore:
         self.actions: dict[int, np.ndarray] = {}  # step → the action taken at it, back to the oldest checkpoint
         self.step = self.furthest_step = 0
         self.episode_over = False  # steps that ran ahead past the episode's end are answered without stepping
+        self._scratch: tuple[Any, Any] | None = None  # (env, expert) for recoverability probes, made on first use
 
     def handle(self, request: tuple[Any, ...]) -> Any:
         """The reply to ``request``; an exception instance (not raised) when the request is wrong."""
@@ -145,6 +149,8 @@ class SimWorkerCore:
             return obs, {key: info[key] for key in STEP_INFO if key in info}, terminated, truncated, action
         if kind == "rewind_to":
             return self._rewind_to(int(request[1]))
+        if kind == "recoverable":
+            return self._recoverable(None if request[1] is None else int(request[1]))
         if kind == "pid":
             return os.getpid()
         return ValueError(f"worker request: unknown kind {kind!r}")
@@ -160,15 +166,41 @@ class SimWorkerCore:
         for step in [s for s in self.actions if s < first]:
             del self.actions[step]
 
+    def _replay_to(self, sim: Any, target: int) -> None:
+        """Put ``sim`` in the exact state before step ``target``: the checkpoint at or before it, then the actions."""
+        base = max(step for step in self.checkpoints if step <= target)
+        sim.set_state(self.checkpoints[base])
+        for step in range(base, target):
+            sim.step(self.actions[step])
+
+    def _recoverable(self, target: int | None) -> Any:
+        oldest = min(self.checkpoints, default=self.step)
+        if target is not None and not oldest <= target <= self.step:
+            return ValueError(f"recoverable: step {target} is not among the steps {oldest}..{self.step} kept")
+        if self._scratch is None:
+            from vla_recover.envs import make_expert, make_task
+
+            env = make_task(self.spec.task, self.spec.task_config)
+            env.reset(seed=0)
+            self._scratch = (env, make_expert(self.spec.task, env, self.spec.expert_config))
+        env, expert = self._scratch
+        sim = env.unwrapped
+        if target is None or target == self.step:
+            sim.set_state(self.env.unwrapped.get_state())
+        else:
+            self._replay_to(sim, target)
+        expert.reset(self.step)
+        while True:
+            _, _, terminated, truncated, info = sim.step(expert())
+            if terminated or truncated:
+                return bool(info["is_success"])
+
     def _rewind_to(self, target: int) -> Any:
         oldest = max(0, self.furthest_step - self.spec.rewind_capacity)
         if not oldest <= target < self.step:
             return ValueError(f"rewind: step {target} is not among the last {self.step - oldest} kept")
-        base = max(step for step in self.checkpoints if step <= target)
         sim = self.env.unwrapped
-        sim.set_state(self.checkpoints[base])
-        for step in range(base, target):
-            sim.step(self.actions[step])
+        self._replay_to(sim, target)
         obs, info = sim.set_state(sim.get_state())  # the observation and info at the target, as after a restore
         for later in [s for s in self.checkpoints if s > target]:
             del self.checkpoints[later]
@@ -180,6 +212,8 @@ class SimWorkerCore:
 
     def close(self) -> None:
         self.env.close()
+        if self._scratch is not None:
+            self._scratch[0].close()
 
 
 def _serve(connection: Connection, spec: SimWorkerSpec, size: int, waited_s: Any, waiting_since: Any) -> None:
@@ -297,6 +331,7 @@ class WorkerHandle(Worker):
     """The manager's end of one slot's sim: slot ``index`` of a `WorkerProcess` (its own process by default)."""
 
     runs_ahead = True
+    simulated = True
 
     def __init__(self, spec: SimWorkerSpec, name: str, process: WorkerProcess | None = None, index: int = 0) -> None:
         self.spec, self.name = spec, name

@@ -49,6 +49,11 @@ class Decision(_Section):
     current_rate: float | None = None
     diff_lower_bound: float | None = None
     confidence: float | None = None
+    test: str | None = None
+    shared_seeds: int | None = None
+    candidate_only: int | None = None
+    current_only: int | None = None
+    p_value: float | None = None
 
 
 class Fleet(_Section):
@@ -62,6 +67,7 @@ class Fleet(_Section):
     successes_per_robot_hour: float | None = None
     successes_per_operator_hour: float | None = None
     outcomes: dict[str, int] = {}
+    failure_response: dict[str, float | int | None] = {}
 
 
 class Train(_Section):
@@ -352,6 +358,19 @@ def _data_rows(view: _View) -> list[list[str]]:
     return rows
 
 
+def _evidence(d: Decision) -> str:
+    """What a decision rested on: the discordant seeds and McNemar's p, or the unpaired bound."""
+    confidence = "" if d.confidence is None else f" (promoted below {1 - d.confidence:.2f})"
+    if d.test == "mcnemar":
+        return (
+            f"on {d.shared_seeds} shared seeds the candidate alone succeeded on {d.candidate_only} and the current "
+            f"alone on {d.current_only}, exact McNemar one-sided p = {d.p_value:.3g}{confidence}"
+        )
+    bound = "–" if d.diff_lower_bound is None else f"{100 * d.diff_lower_bound:+.1f} pp"
+    at = "" if d.confidence is None else f" at {_pct(d.confidence)} confidence"
+    return f"unpaired lower bound of the difference{at} {bound}"
+
+
 def _decisions(view: _View) -> list[str]:
     lines = []
     previous = view.rounds[0].current or view.rounds[0].policy
@@ -361,13 +380,28 @@ def _decisions(view: _View) -> list[str]:
         if d is None:
             lines.append(f"- Round {r.round}: no decision recorded; {verdict}.")
         else:
-            bound = "–" if d.diff_lower_bound is None else f"{100 * d.diff_lower_bound:+.1f} pp"
-            confidence = "" if d.confidence is None else f" at {_pct(d.confidence)} confidence"
             lines.append(f"- Round {r.round}: candidate `{r.policy}` {_pct(d.candidate_rate)} vs current "
-                         f"`{previous}` {_pct(d.current_rate)}; lower bound of the difference{confidence} "
-                         f"{bound} → {verdict}.")  # fmt: skip
+                         f"`{previous}` {_pct(d.current_rate)}; {_evidence(d)} → {verdict}.")  # fmt: skip
         previous = r.current or previous
     return lines or ["- Only the base policy was evaluated; there was nothing to promote."]
+
+
+def _response_rows(view: _View) -> list[list[str]]:
+    rows = []
+    for r in view.rounds:
+        response = r.fleet.failure_response if r.fleet else {}
+        if not response:
+            continue
+        share = response.get("rescued_in_time_share")
+        seconds = [response.get(k) for k in ("onset_to_request_s_p50", "onset_to_grant_s_p50", "onset_to_grant_s_p90")]
+        rows.append([
+            str(r.round), _num(response.get("failures")), _num(response.get("taken_over")),
+            _num(response.get("recovered_by_policy")), _num(response.get("ended_without_takeover")),
+            *["never" if s is None and response.get("failures") else _num(s) for s in seconds],
+            f"{_num(response.get('rescued_in_time'))} of {_num(response.get('recoverable_needing_takeover'))}"
+            + (f" ({_pct(share)})" if share is not None else ""),
+        ])  # fmt: skip
+    return rows
 
 
 def _timings(timings: dict[str, float]) -> list[str]:
@@ -379,6 +413,7 @@ def _timings(timings: dict[str, float]) -> list[str]:
 
 
 def _markdown(summary: LoopSummary, view: _View, plots: list[tuple[_Plot, Path | None]], run_dir: Path) -> str:
+    response = _response_rows(view)
     seeds = "–" if summary.eval_seed is None else f"from {summary.eval_seed}"
     if summary.eval_seed is not None and summary.eval_episodes:
         seeds = f"{summary.eval_seed}…{summary.eval_seed + summary.eval_episodes - 1}"
@@ -397,6 +432,15 @@ def _markdown(summary: LoopSummary, view: _View, plots: list[tuple[_Plot, Path |
         "## Data and training", "",
         *_table(["round", "fleet ran", "outcomes", "rewinds", "segment mix (share of steps)", "training", "final loss",
                  "mean weight", "zero-weight share", "guided"], _data_rows(view)),
+        "", "## Operator response", "",
+        *(_table(["round", "failures", "taken over", "recovered by the policy", "ended without takeover",
+                  "onset → request p50 (s)", "onset → grant p50 (s)", "onset → grant p90 (s)",
+                  "recoverable failures rescued in time"], response)
+          if response else ["No failure response recorded."]),
+        "", "A failure's onset is the first step the simulator's ground truth flags it under the policy (an injected "
+        "failure, or progress falling); still recoverable means the scripted expert, started from that exact state, "
+        "completes the task. A failure with no takeover counts as a wait without end (\"never\" where it decides the "
+        "quantile). Sim seconds.",
         "", "## Promotion decisions", "", *_decisions(view),
         "", "## Where the time went", "", *_timings(summary.timings_s),
         "", "## Plots", "",

@@ -251,9 +251,11 @@ class LoopRun:
         policy, embedder, _ = load_policy(policy_dir)
         seeds = list(range(cfg.seed, cfg.seed + cfg.episodes))
         count = running_totals(lambda done, successes: self.reporter.advance(done, f"{successes} successes"))
+        tolerance = self.config.fleet_config(self.store_path, Path(policy_dir), 0, {}).policy_action_tolerance
         return evaluate_policy(
-            policy, embedder, self.config.task, seeds, cfg.batch, self.config.task_config, on_batch=count
-        )
+            policy, embedder, self.config.task, seeds, cfg.batch, self.config.task_config, on_batch=count,
+            action_tolerance=tolerance,  # the fleet's: evaluation runs the policy as the fleet does
+        )  # fmt: skip
 
     def _fleet(self, round_index: int, policy_dir: str) -> dict[str, Any]:
         from vla_recover.fleet import build_fleet

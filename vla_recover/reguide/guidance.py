@@ -23,6 +23,7 @@ Choices where the paper leaves things open or where we differ:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,7 @@ class ReGuide:
         return guide
 
     def predict_chunk(
-        self, policy: Policy, batch: dict[str, Any], seed: int | None = None
+        self, policy: Policy, batch: dict[str, Any], seed: int | Sequence[int] | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(chunks (B, H, A) in environment units, guided (B,) bool) for a policy batch.
 

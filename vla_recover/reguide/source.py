@@ -34,9 +34,11 @@ class GuidedChunks(PolicyChunks):
         self.chunks = 0
         self.guided_chunks = 0
 
-    def predict(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> np.ndarray:
-        self._calls += 1
-        chunks, guided = self.reguide.predict_chunk(self.policy, self.batch(windows, instructions), seed=self._calls)
+    def predict(
+        self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str], seeds: list[int] | None = None
+    ) -> np.ndarray:
+        batch = self.batch(windows, instructions)
+        chunks, guided = self.reguide.predict_chunk(self.policy, batch, seed=self.row_seeds(len(windows), seeds))
         self.chunks += len(windows)
         self.guided_chunks += int(guided.sum())
         return chunks

@@ -2,8 +2,8 @@
 
 Three layers, applied in order: the included episodes (a loop round's data), the retention rule (which autonomous
 steps a critic keeps: ``none``, the learned ``critic`` segments in the store, or ``ground_truth`` segments cut from
-the simulator's true progress), then the weighter. Demonstration and human steps are never cut by retention; the
-recorded rewind rows (zero actions) never train.
+the simulator's true progress), then the weighter. Demonstration and human steps are never cut by retention; rows no
+one chose (holds, rewind rows) never train.
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ class DatasetConfig(FrozenConfig):
     pre_intervention_steps: int = Field(default=15, ge=0, description="Sirius' pre-intervention window")
     min_intervention_steps: int = Field(
         default=10, ge=1, description="human steps for a takeover to cut outcome credit"
+    )
+    cross_boundary_targets: bool = Field(
+        default=False,
+        description="a window's action targets run on past a change of controller (a correction into the policy's "
+        "steps after the hand-back); never into a hold or a rewind row. False: they end where control changes hands",
     )
     demo_share: float | None = Field(
         default=None,
@@ -86,7 +91,7 @@ def build_step_weights(
     """Per stored step weights (0: never sampled) and what went into them."""
     table = build_step_table(store, episodes, config.pre_intervention_steps, config.min_intervention_steps)
     retained = retained_steps(store, table, config)
-    eligible = table.included & ~table.rewind & retained
+    eligible = table.included & table.chosen & retained
     weighter = build_weighter(config.weighter, config.weighter_config)
     weights = weighter.weights(table, eligible)
     if config.demo_share is not None:

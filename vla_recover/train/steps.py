@@ -1,8 +1,11 @@
 """Every stored step with what the weighters need to know about it: who acted, what followed, how it ended.
 
 A fleet episode is one robot's whole attempt: autonomous stretches, rewinds (the visited states recorded in reverse
-with zero actions) and human corrections. The *trajectory* a step belongs to is what actually followed it: the next
-row, unless that row starts a rewind, in which case the branch was abandoned and the step has no successor.
+with zero actions), holds no one chose and human corrections. Only the policy's, a human's and a demonstrator's
+rows are ``chosen``: holds and rewind rows teach nothing (stores written before the ``hold`` and ``rewind`` actors
+existed recorded rewinds as ``human`` rows, which the ``rewind`` segments still mark). The *trajectory* a step
+belongs to is what actually followed it: the next row, unless that row starts a rewind, in which case the branch was
+abandoned and the step has no successor.
 """
 
 from __future__ import annotations
@@ -45,6 +48,11 @@ class StepTable:
     @property
     def n(self) -> int:
         return int(self.episode.shape[0])
+
+    @property
+    def chosen(self) -> np.ndarray:
+        """Someone chose this row's action for its observation: the only rows a method may imitate."""
+        return self.executed | self.human | self.demo
 
 
 def build_step_table(

@@ -109,7 +109,12 @@ class Trainer:
         select = config.select
         self.sampler = WindowSampler(
             self.store,
-            WindowSpec(tuple(keys), policy_cls_config.obs_horizon, policy_cls_config.action_horizon),
+            WindowSpec(
+                tuple(keys),
+                policy_cls_config.obs_horizon,
+                policy_cls_config.action_horizon,
+                cross_boundary_targets=config.weighting.cross_boundary_targets,
+            ),
             outcomes=select.outcomes,
             actors=select.actors,
             segment_kinds=select.segment_kinds,
@@ -119,6 +124,7 @@ class Trainer:
         )
         if len(self.sampler) == 0:
             raise ValueError(f"select: no step of {config.data} passes the selection {select.model_dump()}")
+        self.parent_version: str | None = None  # the version this run fine-tunes
         if config.init_from is not None:
             self._load_initial(config.init_from)
         else:
@@ -143,6 +149,7 @@ class Trainer:
         from vla_recover.policies.common.checkpoint import load_policy
 
         initial, _, saved = load_policy(directory)
+        self.parent_version = saved["version"]["id"]
         if saved["policy"] != self.config.policy or initial.config != self.policy.config:
             raise ValueError(
                 f"init_from: {directory} holds a {saved['policy']} policy with a different config than "
@@ -217,8 +224,15 @@ class Trainer:
             final.update(evaluate(self.inference_policy, self.embedder))
             with (cfg.out / "metrics.jsonl").open("a") as f:
                 f.write(json.dumps({"final": True, **final}) + "\n")
-        save_policy(self.inference_policy, cfg.out / "policy", self.embedder, train_steps=self.step)
+        self.save_policy(cfg.out / "policy")
         return final
+
+    def save_policy(self, directory: Path) -> Path:
+        """The inference policy as a checkpoint, its version named after the run and the version it started from."""
+        return save_policy(
+            self.inference_policy, directory, self.embedder, name=self.config.out.name, parent=self.parent_version,
+            train_steps=self.step,
+        )  # fmt: skip
 
     @property
     def inference_policy(self) -> Policy:
@@ -227,7 +241,7 @@ class Trainer:
     # -- checkpoints -------------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
         directory = self.config.out / "checkpoints" / f"step_{self.step:08d}"
-        save_policy(self.inference_policy, directory / "policy", self.embedder, train_steps=self.step)
+        self.save_policy(directory / "policy")
         tensors = {f"model.{k}": v.detach().clone().contiguous() for k, v in self.policy.state_dict().items()}
         if self.ema is not None:
             tensors.update(

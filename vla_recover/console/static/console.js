@@ -241,6 +241,22 @@ async function showEpisode(id) {
     }
     view.append(line);
   }
+  // who chose each step's action, in runs: the policy, a human, a demonstrator, or no one (a hold, a rewind)
+  const chosen = document.createElement("div");
+  chosen.className = "timeline actors";
+  chosen.title = "who chose the action";
+  for (let start = 0; start < e.actor.length;) {
+    let stop = start + 1;
+    while (stop < e.actor.length && e.actor[stop] === e.actor[start]) stop += 1;
+    const part = document.createElement("div");
+    part.className = `actor-${e.actor[start]}`;
+    part.style.width = `${(100 * (stop - start)) / e.length}%`;
+    part.title = `${e.actor[start]} ${start}-${stop}`;
+    part.dataset.actor = e.actor[start];
+    chosen.append(part);
+    start = stop;
+  }
+  if (e.actor.length) view.append(chosen);
   if (e.progress.length > 1) {
     const width = 600, height = 80;
     const points = e.progress.map((p, i) => `${(i / (e.progress.length - 1)) * width},${height - p * height}`);
@@ -288,6 +304,9 @@ async function showEpisode(id) {
   legend.className = "legend";
   for (const kind of [...new Set(e.segments.map((s) => s.kind))]) {
     legend.insertAdjacentHTML("beforeend", `<span><i class="kind-${kind}"></i>${kind.replaceAll("_", " ")}</span>`);
+  }
+  for (const actor of [...new Set(e.actor)]) {
+    legend.insertAdjacentHTML("beforeend", `<span><i class="actor-${actor}"></i>chosen by ${actor}</span>`);
   }
   view.append(legend);
 }

@@ -1,0 +1,84 @@
+"""Ground-truth failures in a sim fleet, and how soon the operators reached them.
+
+A failure's onset is the first step the ground truth flags it while the policy is in control: an injected failure
+fires, or the task's progress falls more than ``failure_progress_drop`` below its best on the current branch. The
+failure ends when a takeover is granted, when the policy regains the progress it lost (within 0.02), or when the
+attempt ends. A failure is *still recoverable* at a step if the scripted expert (the simulated teleoperator's hands),
+started from the exact sim state of that step, completes the task within the episode's horizon; the fleet probes
+that at the onset and at the grant (``vla_recover.fleet.worker``, ``recoverable``). Times are sim seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Failure", "failure_report", "is_failing"]
+
+REGAINED_WITHIN = 0.02  # progress back within this of its best before the onset: the policy recovered by itself
+
+
+def is_failing(info: dict[str, Any], progress: list[float], drop: float) -> bool:
+    """The ground truth after the latest step: an injected failure fired, or progress fell ``drop`` below its best."""
+    return bool(info.get("failure")) or (bool(progress) and progress[-1] < max(progress) - drop)
+
+
+@dataclass
+class Failure:
+    robot: str
+    seed: int
+    onset_step: int  # the branch step after which the failure showed (the state the onset probe starts from)
+    onset_s: float
+    kind: str  # the injected failure's kind, or "progress_drop"
+    best_progress: float  # the branch's best progress before the onset
+    lowest_progress: float  # the lowest progress since the onset
+    requested_s: float | None = None
+    granted_s: float | None = None
+    end: str = "open"  # takeover | recovered_by_policy | attempt_ended
+    recoverable_at_onset: bool | None = None  # None: not probed (no sim, or the probe was lost with its attempt)
+    recoverable_at_grant: bool | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    """None for no values, or where the quantile is a wait that never ended."""
+    if not values:
+        return None
+    value = float(np.quantile(np.asarray(values, dtype=np.float64), q, method="higher"))
+    return round(value, 3) if np.isfinite(value) else None
+
+
+def failure_report(failures: list[Failure]) -> dict[str, Any]:
+    """The figures of a fleet run: how many failures, how soon a takeover came, how many while still recoverable.
+
+    ``onset_to_grant_s_*``: over the failures the policy did not recover from by itself, a failure with no takeover
+    counting as a wait without end (None where that decides the quantile). ``rescued_in_time_share``: of the
+    failures still recoverable at their onset that the policy did not recover from by itself, the share that got a
+    takeover while still recoverable.
+    """
+    closed = [f for f in failures if f.end != "open"]
+    granted = [f for f in closed if f.granted_s is not None]
+    # a failure that needed a takeover and never got one waits forever: None when that reaches the quantile
+    delays = [np.inf if f.granted_s is None else f.granted_s - f.onset_s for f in closed
+              if f.end != "recovered_by_policy"]  # fmt: skip
+    requests = [f.requested_s - f.onset_s for f in closed if f.requested_s is not None]
+    needing = [f for f in closed if f.recoverable_at_onset and f.end != "recovered_by_policy"]
+    in_time = [f for f in needing if f.end == "takeover" and f.recoverable_at_grant]
+    return {
+        "failures": len(closed),
+        "taken_over": len(granted),
+        "recovered_by_policy": sum(f.end == "recovered_by_policy" for f in closed),
+        "ended_without_takeover": sum(f.end == "attempt_ended" for f in closed),
+        "recoverable_at_onset": sum(bool(f.recoverable_at_onset) for f in closed),
+        "not_probed": sum(f.recoverable_at_onset is None for f in closed),
+        "onset_to_request_s_p50": _quantile(requests, 0.5),
+        "onset_to_grant_s_p50": _quantile(delays, 0.5),
+        "onset_to_grant_s_p90": _quantile(delays, 0.9),
+        "recoverable_needing_takeover": len(needing),
+        "rescued_in_time": len(in_time),
+        "rescued_in_time_share": round(len(in_time) / len(needing), 4) if needing else None,
+    }
