@@ -15,6 +15,8 @@ from vla_recover.teleop.devices import SimExpertDevice
 
 __all__ = ["FleetAPI", "SimFloorOperator", "SimTeleoperator"]
 
+REGAIN_MARGIN = 0.01  # progress_regained: progress must pass the best before the takeover by this much
+
 
 class FleetAPI(Protocol):
     """What a simulated operator needs from a fleet (vla_recover.fleet.FleetManager provides it)."""
@@ -41,8 +43,9 @@ class SimFloorOperator:
     detector, the fleet critic's ratings of each robot's progress: a failure predicted from what the robot saw.
     At the console it sees every robot, even while a request it made keeps it busy; while it resets a robot
     (physical resets) it is at that robot and sees nothing, and a failure that began meanwhile is seen when it is
-    back. When free, it asks for a takeover of the robot it saw failing first (once its reaction time has passed),
-    else resets a finished robot (physical resets; automatic ones need no operator).
+    back. When free, it asks for a takeover of the robot it saw failing first (once its reaction time has passed,
+    and if the robot is failing still), else resets a finished robot (physical resets; automatic ones need no
+    operator).
     """
 
     role = "floor"
@@ -52,21 +55,29 @@ class SimFloorOperator:
         self.busy_until = 0.0  # making a request or resetting: no new action before then
         self.away_until = 0.0  # resetting a robot: away from the console, seeing nothing, before then
         self._noticed: dict[str, float] = {}  # robot → when the failure became visible to this operator
+        self._injected: set[str] = set()  # robots noticed for an injected failure (seen on the step it fired)
 
     def act(self, fleet: FleetAPI) -> None:
         now = fleet.now()
         for robot, slot in fleet.slots.items():
             if slot.state != "autonomous":
                 self._noticed.pop(robot, None)
+                self._injected.discard(robot)
                 continue
             if now >= self.away_until and robot not in self._noticed and self._failing(fleet, slot):
                 self._noticed[robot] = now
+                if slot.info.get("failure"):  # an injected failure shows on one step: it stays seen
+                    self._injected.add(robot)
         if now < self.busy_until:
             return
         # a failing robot first: its attempt can still be saved; a finished one only waits
         for robot, seen in sorted(self._noticed.items(), key=lambda item: item[1]):
             if now - seen >= self.config.reaction_s:
                 del self._noticed[robot]
+                injected = robot in self._injected
+                self._injected.discard(robot)
+                if not injected and not self._failing(fleet, fleet.slots[robot]):
+                    continue  # it recovered while the operator was reacting: nothing to ask for
                 fleet.request_takeover(robot, self.name, "failure seen")
                 self._spend(fleet, self.config.request_cost_s)
                 return
@@ -119,6 +130,8 @@ class SimTeleoperator:
         self.start_phase = 0
         self.steps = 0
         self.rewound = False
+        self.streak = 0  # corrective steps the release rule has counted so far
+        self.best_before = 0.0  # the attempt's best progress before the takeover
 
     def act(self, fleet: FleetAPI) -> None:
         if self.robot is None:
@@ -141,11 +154,26 @@ class SimTeleoperator:
                 self.start_phase = int(slot.info.get("phase_index", 0))
             return
         self.steps += 1
-        phase = int(slot.info.get("phase_index", 0))
-        subtask_done = phase > self.start_phase or bool(slot.info.get("is_success"))
-        if subtask_done or self.steps >= self.config.max_steps:
+        if self._done(slot) or self.steps >= self.config.max_steps:
             fleet.release_takeover(self.robot, self.token)  # type: ignore[arg-type]
             self._finish(fleet, handed_back=True)
+
+    def _done(self, slot: Any) -> bool:
+        """The release rule (``TeleoperatorConfig.release``), read after each corrective step."""
+        if slot.info.get("is_success"):
+            return True
+        rule = self.config.release
+        phase = int(slot.info.get("phase_index", 0))
+        if rule == "phase_advanced":
+            return phase > self.start_phase
+        if rule == "phase_held":
+            self.streak = self.streak + 1 if phase > self.start_phase else 0
+            return self.streak >= self.config.release_steps
+        if rule == "progress_regained":
+            if self.streak or float(slot.info.get("progress", 0.0)) > self.best_before + REGAIN_MARGIN:
+                self.streak += 1
+            return self.streak > self.config.release_steps
+        return False  # success: only the task's success (above) or max_steps ends the correction
 
     def _take_next(self, fleet: FleetAPI) -> None:
         waiting = [(robot, slot) for robot, slot in fleet.slots.items() if slot.state == "takeover_requested"]
@@ -155,10 +183,11 @@ class SimTeleoperator:
             robot, slot = min(waiting, key=lambda item: self._risk_rank(item[1]))
         else:
             robot, slot = min(waiting, key=lambda item: item[1].machine.since)
+        self.best_before = max(slot.branch_progress, default=0.0)  # what the attempt had reached before
         lease = fleet.grant_takeover(robot, self.name, SimExpertDevice())
         slot.hold = self.config.reaction_s > 0  # the human's reaction starts now: the robot holds until it ends
         self.robot, self.token = robot, lease.token
-        self.started, self.steps, self.rewound = fleet.now(), 0, False
+        self.started, self.steps, self.rewound, self.streak = fleet.now(), 0, False, 0
         self.start_phase = int(slot.info.get("phase_index", 0))
 
     @staticmethod

@@ -19,6 +19,8 @@ class _Slot:
     info: dict[str, Any] = field(default_factory=dict)
     branch_progress: list[float] = field(default_factory=lambda: [0.1, 0.3])
     branch_critic: list[float] = field(default_factory=list)
+    machine: Any = None
+    lease: Any = None
 
 
 class _Fleet:
@@ -118,11 +120,69 @@ def test_the_failure_report_counts_waits_that_never_ended() -> None:
         _failure(1.0, 2.0, "takeover", True, True),
         _failure(1.0, 4.0, "takeover", True, False),  # granted too late to save it
         _failure(1.0, None, "recovered_by_policy", True, None),  # needed no one
-        _failure(1.0, None, "attempt_ended", False, None),  # lost at its onset already
+        _failure(1.0, None, "attempt_ended", False, None),  # lost at its onset already: no takeover could help
+        _failure(1.0, None, "attempt_ended", True, None),  # could have been saved, and no one came
     ]
     report = failure_report(failures)
-    assert report["failures"] == 4 and report["taken_over"] == 2 and report["recovered_by_policy"] == 1
+    assert report["failures"] == 5 and report["taken_over"] == 2 and report["recovered_by_policy"] == 1
     assert report["onset_to_grant_s_p50"] == 3.0  # of 1, 3 and a wait without end
     assert report["onset_to_grant_s_p90"] is None  # the wait without end decides the 90th percentile
-    assert (report["recoverable_needing_takeover"], report["rescued_in_time"]) == (2, 1)
-    assert report["rescued_in_time_share"] == 0.5
+    assert (report["recoverable_needing_takeover"], report["rescued_in_time"]) == (3, 1)
+    assert report["rescued_in_time_share"] == 0.3333
+
+
+class _Lease:
+    token = "t"
+    since = 0.0  # as a slot machine's time of entering its state
+
+
+class _TeleopFleet(_Fleet):
+    """A fleet whose one robot, once taken over, shows the phases and progress a test scripts, step by step."""
+
+    def __init__(self, script: list[tuple[int, float, bool]]) -> None:
+        super().__init__({"r": _Slot(state="takeover_requested", branch_progress=[0.1, 0.3, 0.2], machine=_Lease())})
+        self.script, self.released_after = script, None  # (phase, progress, success) after each corrective step
+        self.slots["r"].info = {"phase_index": 0, "progress": 0.2}
+
+    def grant_takeover(self, robot: str, operator: str, device: Any) -> _Lease:
+        self.slots[robot].state = "teleop"
+        self.slots[robot].lease = _Lease()
+        return _Lease()
+
+    def renew_lease(self, robot: str, token: str) -> None:
+        pass
+
+    def rewind(self, robot: str, token: str, steps: int | None = None) -> int:
+        return 0
+
+    def release_takeover(self, robot: str, token: str) -> None:
+        self.slots[robot].state = "autonomous"
+
+
+def _released_after(script: list[tuple[int, float, bool]], **config: Any) -> int:
+    from vla_recover.fleet import TeleoperatorConfig
+    from vla_recover.teleop.operators import SimTeleoperator
+
+    fleet = _TeleopFleet(script)
+    teleop = SimTeleoperator(TeleoperatorConfig(reaction_s=0.0, rewind="none", **config))
+    teleop.act(fleet)  # the grant
+    teleop.act(fleet)  # no rewind asked for: the correction starts
+    for step, (phase, progress, success) in enumerate(script, start=1):
+        fleet.slots["r"].info = {"phase_index": phase, "progress": progress, "is_success": success}
+        teleop.act(fleet)
+        if fleet.slots["r"].state == "autonomous":
+            return step
+    return -1
+
+
+SCRIPT = [(0, 0.20, False), (0, 0.25, False), (1, 0.30, False), (0, 0.28, False), (1, 0.32, False),
+          (1, 0.36, False), (1, 0.40, False), (2, 0.60, False), (2, 0.80, False), (2, 1.0, True)]  # fmt: skip
+
+
+def test_each_release_rule_hands_back_where_it_says() -> None:
+    assert _released_after(SCRIPT, release="phase_advanced") == 3  # the first step past the starting phase
+    assert _released_after(SCRIPT, release="phase_held", release_steps=3) == 7  # three in a row: steps 5-7
+    # the best before the takeover was 0.3: passed at step 5 (0.32), then two more steps
+    assert _released_after(SCRIPT, release="progress_regained", release_steps=2) == 7
+    assert _released_after(SCRIPT, release="success") == 10
+    assert _released_after(SCRIPT, release="success", max_steps=4) == 4

@@ -55,6 +55,14 @@ class TeleoperatorConfig(FrozenConfig):
     reaction_s: float = Field(default=2.0, ge=0.0, description="from grant to first command")
     rewind: Literal["none", "steps", "in_distribution"] = "in_distribution"
     rewind_steps: int = Field(default=20, ge=1, description="how far back a 'steps' rewind goes")
+    release: Literal["phase_advanced", "phase_held", "progress_regained", "success"] = Field(
+        default="phase_advanced",
+        description="when a correction hands back: phase_advanced, as soon as the task's phase is past the one the "
+        "correction started in; phase_held, once it has stayed past it for release_steps; progress_regained, "
+        "release_steps after progress first exceeds the best the attempt reached before the takeover; success, "
+        "only when the task succeeds. Every rule also hands back on success and after max_steps",
+    )
+    release_steps: int = Field(default=10, ge=1, le=10_000, description="the N of phase_held and progress_regained")
     handback_s: float = Field(default=1.0, ge=0.0, description="operator time to hand control back")
     max_steps: int = Field(default=200, ge=1, description="give up a correction after this many steps")
     expert: dict[str, Any] = Field(default_factory=lambda: {"action_noise": 0.05})

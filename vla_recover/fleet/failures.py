@@ -55,16 +55,18 @@ def _quantile(values: list[float], q: float) -> float | None:
 def failure_report(failures: list[Failure]) -> dict[str, Any]:
     """The figures of a fleet run: how many failures, how soon a takeover came, how many while still recoverable.
 
-    ``onset_to_grant_s_*``: over the failures the policy did not recover from by itself, a failure with no takeover
-    counting as a wait without end (None where that decides the quantile). ``rescued_in_time_share``: of the
+    ``onset_to_grant_s_*``: over the failures still recoverable at their onset (or not probed) that the policy did
+    not recover from by itself, a failure with no takeover counting as a wait without end (None where that decides
+    the quantile). ``rescued_in_time_share``: of the
     failures still recoverable at their onset that the policy did not recover from by itself, the share that got a
     takeover while still recoverable.
     """
     closed = [f for f in failures if f.end != "open"]
     granted = [f for f in closed if f.granted_s is not None]
-    # a failure that needed a takeover and never got one waits forever: None when that reaches the quantile
+    # the failures a takeover could save (recoverable at onset, or not probed) and the policy did not; one that
+    # never got a takeover waits forever: None where that reaches the quantile
     delays = [np.inf if f.granted_s is None else f.granted_s - f.onset_s for f in closed
-              if f.end != "recovered_by_policy"]  # fmt: skip
+              if f.end != "recovered_by_policy" and f.recoverable_at_onset is not False]  # fmt: skip
     requests = [f.requested_s - f.onset_s for f in closed if f.requested_s is not None]
     needing = [f for f in closed if f.recoverable_at_onset and f.end != "recovered_by_policy"]
     in_time = [f for f in needing if f.end == "takeover" and f.recoverable_at_grant]

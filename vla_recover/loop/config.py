@@ -107,8 +107,8 @@ class LoopConfig(FrozenConfig):
             "robots": 8,
             "episodes": 24,
             "robots_per_process": 4,
-            "floor_operator": {"reset_s": 4.0, "stall_steps": 40},
-            "teleoperator": {"reaction_s": 1.0},
+            "floor_operator": {"resets": "automatic", "request_cost_s": 0.5, "stall_steps": 40},
+            "teleoperator": {"count": 2, "reaction_s": 1.0},
         },
         description="FleetConfig fields (robots, operators, ...)",
     )
