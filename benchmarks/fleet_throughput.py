@@ -5,7 +5,7 @@ one process per robot, and ``limit_per_core``: laid out as one process per core;
 ``fleet_constant_per_core``: the fleet manager (state machines, recording, events, rewind checkpoints) with a
 constant-action policy, in the same two layouts (``robots_per_process``), sims running up to ``run_ahead_steps``
 (the config's default) planned steps ahead; ``fleet_constant_lockstep``: the per-core layout in lockstep
-(``run_ahead_steps: 1``) and ``fleet_constant_run_ahead_max``: running as far ahead as the chunks allow (bigger
+(``run_ahead_steps: 1``) and ``fleet_constant_run_ahead_max``: running a whole executed chunk ahead (bigger
 messages, later takeovers); ``fleet_vs_limit`` is the better default fleet layout over the better free-running one,
 ``fleet_vs_limit_rounds`` its spread over rounds; (c) ``fleet_policy_batched`` / ``fleet_policy_unbatched``: the
 fleet with a small diffusion policy, one forward per tick for all robots vs one per robot; (d) ``async_vector_env``:
@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 ACTION = [0.0, 0.0, 0.0, 0.0, -1.0]
-RUN_AHEAD_MAX = 15  # the constant source plans chunks of 16 actions
+RUN_AHEAD_MAX = 8  # the constant source executes 8 actions of each chunk: only one chunk's actions run ahead
 
 
 def _process_cpu_s(pid: int) -> float:

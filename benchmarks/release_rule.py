@@ -12,6 +12,7 @@ Last line: one JSON object.
 
     python benchmarks/release_rule.py [--config configs/loop/quickstart.yaml] [--work runs/bench_release]
                                       [--rules phase_advanced,phase_held,progress_regained,success] [--repeats 1]
+                                      [--base runs/bench_loop/base]
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("runs/bench_release"))
     parser.add_argument("--rules", default=",".join(RULES))
     parser.add_argument("--repeats", type=int, default=1, help="fleets per rule, on other fleet seeds")
+    parser.add_argument("--base", type=Path, default=None, help="a finished base run of this config to start from")
     args = parser.parse_args()
     rules = [r for r in args.rules.split(",") if r]
     unknown = sorted(set(rules) - set(RULES))
@@ -81,8 +83,12 @@ def main() -> None:
     if args.repeats < 1:
         parser.error(f"--repeats: got {args.repeats}; give 1 or more")
     raw: dict[str, Any] = dict(load_yaml(args.config) or {})
-    base_dir = args.work / "base"
-    base = LoopRun(validate_config(LoopConfig, {**raw, "name": "base", "out": base_dir, "rounds": 0}))
+    if args.base is not None:  # a finished base run, as it was configured
+        base_dir = args.base
+        base = LoopRun(validate_config(LoopConfig, json.loads((base_dir / "config.json").read_text())))
+    else:
+        base_dir = args.work / "base"
+        base = LoopRun(validate_config(LoopConfig, {**raw, "name": "base", "out": base_dir, "rounds": 0}))
     base_eval = base.run()["rounds"][0]["eval"]
     figures: dict[str, Any] = {"base_success": base_eval["success_rate"], "rules": {}}
     evaluations: dict[str, list[dict[str, Any]]] = {}

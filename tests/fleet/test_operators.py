@@ -186,3 +186,25 @@ def test_each_release_rule_hands_back_where_it_says() -> None:
     assert _released_after(SCRIPT, release="progress_regained", release_steps=2) == 7
     assert _released_after(SCRIPT, release="success") == 10
     assert _released_after(SCRIPT, release="success", max_steps=4) == 4
+
+
+def test_the_operator_fields_name_a_bad_value() -> None:
+    import pytest
+
+    from vla_recover.config import ConfigError
+    from vla_recover.train.dataset import DatasetConfig
+
+    cases = [
+        ({"floor_operator": {"count": 0}}, "floor_operator.count': got 0"),
+        ({"floor_operator": {"resets": "magic"}}, "floor_operator.resets': got 'magic'"),
+        ({"teleoperator": {"count": 65}}, "teleoperator.count': got 65"),
+        ({"teleoperator": {"release": "whenever"}}, "teleoperator.release': got 'whenever'"),
+        ({"teleoperator": {"release_steps": 0}}, "teleoperator.release_steps': got 0"),
+        ({"failure_progress_drop": 0}, "failure_progress_drop': got 0"),
+        ({"probe_recoverability": "maybe"}, "probe_recoverability': got 'maybe'"),
+    ]
+    for fields, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            validate_config(FleetConfig, {"constant_action": [0.0] * 5, **fields})
+    with pytest.raises(ConfigError, match="cross_boundary_targets': got 'sometimes'"):
+        validate_config(DatasetConfig, {"cross_boundary_targets": "sometimes"})

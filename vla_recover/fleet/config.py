@@ -56,11 +56,12 @@ class TeleoperatorConfig(FrozenConfig):
     rewind: Literal["none", "steps", "in_distribution"] = "in_distribution"
     rewind_steps: int = Field(default=20, ge=1, description="how far back a 'steps' rewind goes")
     release: Literal["phase_advanced", "phase_held", "progress_regained", "success"] = Field(
-        default="phase_advanced",
+        default="phase_held",
         description="when a correction hands back: phase_advanced, as soon as the task's phase is past the one the "
         "correction started in; phase_held, once it has stayed past it for release_steps; progress_regained, "
         "release_steps after progress first exceeds the best the attempt reached before the takeover; success, "
-        "only when the task succeeds. Every rule also hands back on success and after max_steps",
+        "only when the task succeeds. Every rule also hands back on success and after max_steps. The default was "
+        "chosen by benchmarks/release_rule.py on the quickstart (README)",
     )
     release_steps: int = Field(default=10, ge=1, le=10_000, description="the N of phase_held and progress_regained")
     handback_s: float = Field(default=1.0, ge=0.0, description="operator time to hand control back")
