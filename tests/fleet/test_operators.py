@@ -107,7 +107,7 @@ def test_two_teleoperators_serve_two_failing_robots_at_once_and_the_response_is_
     assert response["recoverable_at_onset"] >= 1 and response["not_probed"] == 0
     # seen at once, 0.2 s to react, 0.1 s for the request: granted under half a second after the onset
     assert response["onset_to_grant_s_p90"] is not None and response["onset_to_grant_s_p90"] <= 0.5
-    pushed = [f for f in fleet.failures if f.kind == "push"]
+    pushed = [f for f in fleet.failure_watch.failures if f.kind == "push"]
     assert pushed and all(f.requested_s is not None and f.granted_s is not None for f in pushed)
 
 

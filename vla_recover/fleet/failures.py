@@ -10,12 +10,16 @@ that at the onset and at the grant (``vla_recover.fleet.worker``, ``recoverable`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["Failure", "failure_report", "is_failing"]
+if TYPE_CHECKING:
+    from vla_recover.fleet.slot import Slot
+
+__all__ = ["Failure", "FailureWatch", "failure_report", "is_failing"]
 
 REGAINED_WITHIN = 0.02  # progress back within this of its best before the onset: the policy recovered by itself
 
@@ -42,6 +46,56 @@ class Failure:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+Probe = Callable[["Slot", Failure, str, "int | None"], None]  # ask a slot's sim: (slot, failure, field, step)
+
+
+class FailureWatch:
+    """Dates each robot's ground-truth failures under the policy and closes them; ``probe`` asks its sim whether the
+    expert could still finish (the answer is filed into the failure's field when it lands)."""
+
+    def __init__(self, drop: float, probe: Probe) -> None:
+        self.drop, self.probe = drop, probe
+        self.failures: list[Failure] = []  # every failure seen, closed or open
+
+    def stepped(self, slot: Slot, info: dict[str, Any], now: float) -> None:
+        """After a policy step landed on ``slot``: open a failure at its onset, or close it if the policy regained
+        what it lost."""
+        progress, failure = slot.branch_progress, slot.failure
+        if failure is not None:
+            failure.lowest_progress = min(failure.lowest_progress, progress[-1])
+            fell = failure.lowest_progress < failure.best_progress - self.drop
+            if fell and progress[-1] >= failure.best_progress - REGAINED_WITHIN:
+                self.close(slot, "recovered_by_policy")
+            return
+        if slot.attempt is not None and is_failing(info, progress, self.drop):
+            best = max(progress[:-1], default=progress[-1])
+            kind = info.get("failure") or "progress_drop"
+            slot.failure = Failure(slot.robot, slot.attempt.seed, len(slot.branch_rows), now, kind, best, progress[-1])
+            self.failures.append(slot.failure)
+            self.probe(slot, slot.failure, "recoverable_at_onset", len(slot.branch_rows))
+
+    def requested(self, slot: Slot, now: float) -> None:
+        if slot.failure is not None and slot.failure.requested_s is None:
+            slot.failure.requested_s = now
+
+    def granted(self, slot: Slot, now: float) -> None:
+        """A takeover began: the failure ends; the probe asks from where the human starts (after the steps in
+        flight have landed)."""
+        if slot.failure is not None:
+            slot.failure.granted_s = now
+            self.probe(slot, slot.failure, "recoverable_at_grant", None)
+            self.close(slot, "takeover")
+
+    def ended(self, slot: Slot, outcome: str) -> None:
+        if slot.failure is not None:
+            self.close(slot, "recovered_by_policy" if outcome == "success" else "attempt_ended")
+
+    @staticmethod
+    def close(slot: Slot, end: str) -> None:
+        assert slot.failure is not None
+        slot.failure.end, slot.failure = end, None
 
 
 def _quantile(values: list[float], q: float) -> float | None:

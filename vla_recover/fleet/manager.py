@@ -28,7 +28,7 @@ from vla_recover.fleet.actions import ActionGate
 from vla_recover.fleet.backends import fake_robot_workers, sim_workers
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
-from vla_recover.fleet.failures import REGAINED_WITHIN, Failure, failure_report, is_failing
+from vla_recover.fleet.failures import Failure, FailureWatch, failure_report
 from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunks
 from vla_recover.fleet.progress import CriticRater, last_in_distribution
 from vla_recover.fleet.recorder import FleetRecorder
@@ -75,7 +75,7 @@ class FleetManager:
         for robot, worker in fake_robot_workers(config, self.task, self.dt):
             self._add_slot(robot, worker)
         self.failure_progress_drop = config.failure_progress_drop
-        self.failures: list[Failure] = []  # every ground-truth failure under the policy, closed or open (sim only)
+        self.failure_watch = FailureWatch(config.failure_progress_drop, self._probe)  # sim robots only
         self.operators: list[Any] = []  # ticked before the robots; see vla_recover.teleop.operators
         self.auto_reset = True  # finished robots reset themselves unless an operator takes that job
 
@@ -118,8 +118,7 @@ class FleetManager:
     def request_takeover(self, robot: str, operator: str, reason: str = "") -> None:
         slot = self.slot(robot)
         slot.machine.to(S.TAKEOVER_REQUESTED, reason)
-        if slot.failure is not None and slot.failure.requested_s is None:
-            slot.failure.requested_s = self.now()
+        self.failure_watch.requested(slot, self.now())
         self.event("takeover_requested", operator, {"reason": reason}, robot)
 
     def grant_takeover(self, robot: str, operator: str, device: TeleopDevice) -> Lease:
@@ -136,10 +135,7 @@ class FleetManager:
         slot.machine.to(S.TELEOP, f"granted to {operator}")
         slot.lease, slot.device, slot.hold = lease, device, False
         slot.plan.clear()
-        if slot.failure is not None:
-            slot.failure.granted_s = self.now()
-            self._probe(slot, slot.failure, "recoverable_at_grant", None)  # where the human starts: after the
-            self._close_failure(slot, "takeover")  # steps in flight land
+        self.failure_watch.granted(slot, self.now())
         self.ledger.interventions += 1
         self.event("takeover_granted", operator, {"operator": operator, "device": device.name}, robot)
         return lease
@@ -324,7 +320,8 @@ class FleetManager:
             return
         obs, info, terminated, truncated, taken = reply
         self._record(slot, taken, entry[2], entry[3], obs, info)
-        self._watch_failure(slot, info)
+        if slot.state in (S.AUTONOMOUS, S.TAKEOVER_REQUESTED) and slot.worker.simulated:
+            self.failure_watch.stepped(slot, info, self.now())
         if terminated or truncated:
             self._end_attempt(slot, "success" if info.get("is_success") else "truncated")
 
@@ -425,31 +422,6 @@ class FleetManager:
         slot.obs, slot.info = obs, info
         slot.history.append(obs)
 
-    def _watch_failure(self, slot: Slot, info: dict[str, Any]) -> None:
-        """Date a ground-truth failure under the policy from the step that shows it; close it if the policy regains
-        what it lost (see `vla_recover.fleet.failures`)."""
-        if slot.state not in (S.AUTONOMOUS, S.TAKEOVER_REQUESTED) or slot.attempt is None or not slot.worker.simulated:
-            return
-        progress, failure = slot.branch_progress, slot.failure
-        if failure is not None:
-            failure.lowest_progress = min(failure.lowest_progress, progress[-1])
-            fell = failure.lowest_progress < failure.best_progress - self.failure_progress_drop
-            if fell and progress[-1] >= failure.best_progress - REGAINED_WITHIN:
-                self._close_failure(slot, "recovered_by_policy")
-            return
-        if is_failing(info, progress, self.failure_progress_drop):
-            best = max(progress[:-1], default=progress[-1])
-            kind = info.get("failure") or "progress_drop"
-            slot.failure = Failure(
-                slot.robot, slot.attempt.seed, len(slot.branch_rows), self.now(), kind, best, progress[-1]
-            )
-            self.failures.append(slot.failure)
-            self._probe(slot, slot.failure, "recoverable_at_onset", len(slot.branch_rows))
-
-    def _close_failure(self, slot: Slot, end: str) -> None:
-        assert slot.failure is not None
-        slot.failure.end, slot.failure = end, None
-
     def _probe(self, slot: Slot, failure: Failure, field: str, step: int | None) -> None:
         """Ask the slot's sim (in order with its steps) whether the expert could still finish from ``step``."""
         if not (self.config.probe_recoverability and slot.worker.simulated):
@@ -526,8 +498,7 @@ class FleetManager:
         self.event("episode_started", "fleet", {"task": self.task, "instruction": slot.attempt.instruction}, slot.robot)
 
     def _end_attempt(self, slot: Slot, outcome: str, reason: str = "") -> None:
-        if slot.failure is not None:
-            self._close_failure(slot, "recovered_by_policy" if outcome == "success" else "attempt_ended")
+        self.failure_watch.ended(slot, outcome)
         attempt, slot.attempt = slot.attempt, None
         slot.needs_reset = True
         slot.plan.clear()
@@ -564,7 +535,7 @@ class FleetManager:
             "control_steps_per_s": round(self.ticks * len(self.slots) / wall_s, 1) if wall_s else None,
             "critic": str(self.critic.directory) if self.critic is not None else None,
             **self.ledger.summary(),
-            "failure_response": failure_report(self.failures),
+            "failure_response": failure_report(self.failure_watch.failures),
         }
 
     def close(self) -> None:
