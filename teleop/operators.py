@@ -40,7 +40,8 @@ class SimFloorOperator:
     """Watches every robot; asks for a takeover when a failure is seen (after a reaction delay); resets robots.
 
     What it sees is ground truth (an injected failure, progress falling or stalling) or, with the ``critic``
-    detector, the fleet critic's ratings of each robot's progress: a failure predicted from what the robot saw.
+    detector, the fleet critic's ratings of each robot's progress: a failure predicted from what the robot saw;
+    ``critic_or_ground_truth`` is a person watching the fleet with the critic's alerts beside it.
     At the console it sees every robot, even while a request it made keeps it busy; while it resets a robot
     (physical resets) it is at that robot and sees nothing, and a failure that began meanwhile is seen when it is
     back. When free, it asks for a takeover of the robot it saw failing first (once its reaction time has passed,
@@ -95,13 +96,14 @@ class SimFloorOperator:
         fleet.ledger.charge(self.role, seconds)
 
     def _failing(self, fleet: FleetAPI, slot: Any) -> bool:
-        if self.config.detector == "critic":
-            return self._critic_sees_trouble(slot.branch_critic)
-        progress = slot.branch_progress
-        if not progress:
-            return False
         detector = self.config.detector
-        if detector in ("ground_truth", "both") and is_failing(slot.info, progress, fleet.failure_progress_drop):
+        if detector.startswith("critic") and self._critic_sees_trouble(slot.branch_critic):
+            return True
+        progress = slot.branch_progress
+        if detector == "critic" or not progress:
+            return False
+        watching = ("ground_truth", "both", "critic_or_ground_truth")
+        if detector in watching and is_failing(slot.info, progress, fleet.failure_progress_drop):
             return True
         if detector in ("stall", "both") and len(progress) > self.config.stall_steps:
             recent = progress[-self.config.stall_steps :]

@@ -208,3 +208,12 @@ def test_the_operator_fields_name_a_bad_value() -> None:
             validate_config(FleetConfig, {"constant_action": [0.0] * 5, **fields})
     with pytest.raises(ConfigError, match="cross_boundary_targets': got 'sometimes'"):
         validate_config(DatasetConfig, {"cross_boundary_targets": "sometimes"})
+
+
+def test_a_person_watching_beside_the_critic_sees_what_the_critic_misses() -> None:
+    steady = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7]  # the critic rates the robot as doing fine
+    for detector, expected in (("critic", []), ("critic_or_ground_truth", [(1.0, "request", "b")])):
+        fleet = _Fleet({"b": _Slot(branch_critic=steady)})
+        config = FloorOperatorConfig(detector=detector, reaction_s=1.0, critic_smooth_steps=1)  # type: ignore[arg-type]
+        _run(fleet, SimFloorOperator(config), fail_at=0.0, until=2.0)  # the ground truth sees b drop the cube
+        assert fleet.calls == expected, detector

@@ -28,10 +28,11 @@ class FloorOperatorConfig(FrozenConfig):
         description="physical: a floor operator resets each finished robot, taking reset_s of its time (away from "
         "the console) and the robot's; automatic: the sim resets itself at once, no operator time",
     )
-    detector: Literal["ground_truth", "stall", "both", "critic"] = Field(
+    detector: Literal["ground_truth", "stall", "both", "critic", "critic_or_ground_truth"] = Field(
         default="both",
         description="ground_truth: an injected failure or progress falling; stall: no progress gain; both; critic: "
-        "the fleet's critic (FleetConfig.critic) rating the robot's progress falling, or stalling",
+        "the fleet's critic (FleetConfig.critic) rating the robot's progress falling, or stalling; "
+        "critic_or_ground_truth: the critic's alerts and what a person watching sees (ground truth)",
     )
     reaction_s: float = Field(default=1.0, ge=0.0, description="from a failure to the takeover request")
     request_cost_s: float = Field(default=2.0, ge=0.0, description="operator time per takeover request")
@@ -164,6 +165,7 @@ class FleetConfig(FrozenConfig):
             raise ValueError("robots / fake_robots: a fleet needs at least one robot")
         if (self.policy is None) == (self.constant_action is None):
             raise ValueError("policy / constant_action: give exactly one (a checkpoint directory or an action)")
-        if self.floor_operator.detector == "critic" and self.critic is None:
-            raise ValueError("floor_operator.detector: 'critic' needs critic (a critic checkpoint directory)")
+        detector = self.floor_operator.detector
+        if detector.startswith("critic") and self.critic is None:
+            raise ValueError(f"floor_operator.detector: {detector!r} needs critic (a critic checkpoint directory)")
         return self

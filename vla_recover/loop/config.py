@@ -115,8 +115,14 @@ class LoopConfig(FrozenConfig):
     fleet_seed_stride: int = Field(default=1000, ge=1, description="round r's fleet starts at seed + r * stride")
     fleet_critic: Literal["none", "previous_round"] = Field(
         default="previous_round",
-        description="previous_round: from round 2 on, the floor operator watches the critic trained in the round "
-        "before (detector 'critic', which also picks rewind targets); none: ground truth in every round",
+        description="previous_round: from round 2 on, the critic trained in the round before rates the fleet: the "
+        "floor operator watches it (fleet_critic_detector) and it picks rewind targets; none: ground truth in "
+        "every round",
+    )
+    fleet_critic_detector: Literal["critic", "critic_or_ground_truth"] = Field(
+        default="critic_or_ground_truth",
+        description="the floor operator's detector while the critic rates the fleet: its alerts alone (as on a "
+        "robot no one watches), or its alerts and what a person watching sees (ground truth, in sim)",
     )
     critic: dict[str, Any] = Field(
         default_factory=lambda: {"steps": 600, "batch_size": 128}, description="CriticTrainConfig fields"
@@ -151,7 +157,8 @@ class LoopConfig(FrozenConfig):
             "task_config": {**self.task_config, **self.fleet.get("task_config", {})},
         }
         if critic is not None:
-            raw.update(critic=critic, floor_operator={**self.fleet.get("floor_operator", {}), "detector": "critic"})
+            floor = {**self.fleet.get("floor_operator", {}), "detector": self.fleet_critic_detector}
+            raw.update(critic=critic, floor_operator=floor)
         raw["seed"] = int(self.fleet.get("seed", 0)) + round_index * self.fleet_seed_stride
         raw.update(store=store, policy=policy, constant_action=None, episode_tags=tags)
         return validate_nested(FleetConfig, raw, "fleet")
