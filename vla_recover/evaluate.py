@@ -14,6 +14,7 @@ import multiprocessing as mp
 import queue
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -195,41 +196,39 @@ def _run_batch(
     return outcome
 
 
-def _load_and_evaluate(
-    directory: str,
-    task: str,
-    seeds: list[int],
-    batch: int,
-    task_config: Any,
-    video_dir: Any,
-    on_batch: Callable[[int, int], None] | None,
-    action_tolerance: float,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Share:
+    """One process's part of a checkpoint's evaluation."""
+
+    directory: str
+    task: str
+    seeds: list[int]
+    batch: int
+    task_config: Any
+    video_dir: Any
+    action_tolerance: float
+
+
+def _load_and_evaluate(share: _Share, on_batch: Callable[[int, int], None] | None) -> dict[str, Any]:
     import torch
 
     from vla_recover.policies.common.checkpoint import load_policy
 
     torch.set_num_threads(1)
-    policy, embedder, _ = load_policy(directory)
-    return evaluate_policy(policy, embedder, task, seeds, batch, task_config, video_dir, on_batch, action_tolerance)
+    policy, embedder, _ = load_policy(share.directory)
+    return evaluate_policy(
+        policy, embedder, share.task, share.seeds, share.batch, share.task_config, share.video_dir, on_batch,
+        share.action_tolerance,
+    )  # fmt: skip
 
 
-def _pool_worker(
-    directory: str,
-    task: str,
-    seeds: list[int],
-    batch: int,
-    task_config: Any,
-    video_dir: Any,
-    counts: Any,
-    action_tolerance: float,
-) -> dict[str, Any]:
+def _pool_worker(share: _Share, counts: Any) -> dict[str, Any]:
     """One evaluation process of several; ``counts`` (a queue) receives (episodes, successes) per finished batch."""
 
     def report(episodes: int, successes: int) -> None:
         counts.put((episodes, successes))
 
-    return _load_and_evaluate(directory, task, seeds, batch, task_config, video_dir, report, action_tolerance)
+    return _load_and_evaluate(share, report)
 
 
 def evaluate_checkpoint(
@@ -247,19 +246,19 @@ def evaluate_checkpoint(
     """Evaluate a saved policy on ``episodes`` seeds from ``seed``, split over ``workers`` processes.
     ``on_progress(episodes_done, successes)`` is called as batches finish."""
     seeds = list(range(seed, seed + episodes))
-    shares = [seeds[w::workers] for w in range(workers) if seeds[w::workers]]
+    shares = [
+        _Share(str(directory), task, seeds[w::workers], batch, task_config, video_dir, action_tolerance)
+        for w in range(workers)
+        if seeds[w::workers]
+    ]
     count = running_totals(on_progress)
-    common = (batch, task_config, video_dir)
     if len(shares) == 1:
-        results = [_load_and_evaluate(str(directory), task, shares[0], *common, count, action_tolerance)]
+        results = [_load_and_evaluate(shares[0], count)]
     else:
         context = mp.get_context("spawn")
         with context.Manager() as manager, context.Pool(len(shares)) as pool:
             counts = manager.Queue()
-            pending = pool.starmap_async(
-                _pool_worker,
-                [(str(directory), task, share, *common, counts, action_tolerance) for share in shares],
-            )
+            pending = pool.starmap_async(_pool_worker, [(share, counts) for share in shares])
             while not pending.ready() or not counts.empty():
                 with contextlib.suppress(queue.Empty):
                     count(*counts.get(timeout=0.2))

@@ -7,15 +7,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
+from tests.train.test_evaluate import untrained_lift_policy
 from vla_recover import evaluate
 from vla_recover.config import validate_config
 from vla_recover.data import EpisodeStore
 from vla_recover.envs import make_task
 from vla_recover.evaluate import evaluate_policy
 from vla_recover.fleet import FleetConfig, build_fleet
-from vla_recover.policies import build_policy
 from vla_recover.policies.common.checkpoint import checkpoint_version, load_policy, save_policy
 
 SEEDS = [100_000, 100_001, 100_002]
@@ -25,16 +24,7 @@ HORIZON = 30
 @pytest.fixture(scope="module")
 def wild_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An untrained LiftCube policy whose actions often overshoot [-1, 1], sometimes far enough to be rejected."""
-    probe = make_task("LiftCube", {})
-    state_dim, action_dim = probe.observation_space["state"].shape[0], probe.action_space.shape[0]
-    probe.close()
-    torch.manual_seed(0)
-    small = {"down_dims": [16, 32], "action_horizon": 8, "action_exec": 4, "inference_steps": 3}
-    policy = build_policy("flow", small, {"obs.state": (state_dim,)}, action_dim)
-    rng = np.random.default_rng(0)
-    policy.fit_normalizer(
-        {"obs.state": rng.normal(size=(50, state_dim)), "action": rng.uniform(-1.4, 1.4, size=(50, action_dim))}
-    )
+    policy = untrained_lift_policy("flow", action_range=1.4)
     return save_policy(policy, tmp_path_factory.mktemp("wild") / "policy")
 
 

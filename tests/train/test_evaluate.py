@@ -13,17 +13,17 @@ from vla_recover.policies import Policy, build_policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
 
-def untrained_lift_policy() -> Policy:
+def untrained_lift_policy(name: str = "diffusion", action_range: float = 1.0) -> Policy:
+    """A small LiftCube policy that has seen no data; its actions spread over about +-``action_range``."""
     probe = make_task("LiftCube", {})
     state_dim, action_dim = probe.observation_space["state"].shape[0], probe.action_space.shape[0]
     probe.close()
     torch.manual_seed(0)
     small = {"down_dims": [16, 32], "action_horizon": 8, "action_exec": 4, "inference_steps": 3}
-    policy = build_policy("diffusion", small, {"obs.state": (state_dim,)}, action_dim)
+    policy = build_policy(name, small, {"obs.state": (state_dim,)}, action_dim)
     rng = np.random.default_rng(0)
-    policy.fit_normalizer(
-        {"obs.state": rng.normal(size=(50, state_dim)), "action": rng.uniform(-1, 1, size=(50, action_dim))}
-    )
+    actions = rng.uniform(-action_range, action_range, size=(50, action_dim))
+    policy.fit_normalizer({"obs.state": rng.normal(size=(50, state_dim)), "action": actions})
     return policy
 
 
