@@ -466,8 +466,10 @@ class FleetManager:
                 self._begin_reset(slot, "reset before the next episode")
             if slot.state is S.RESETTING and slot.busy_until <= self.now() and not slot.reset_in_flight:
                 self._send_reset(slot)
-            if slot.state is S.IDLE and not slot.needs_reset and self._episodes_started < self.config.episodes:
-                self._start_attempt(slot)
+        ready = [s for s in self.slots.values() if s.state is S.IDLE and not s.needs_reset and s.attempt is not None]
+        for slot in sorted(ready, key=lambda s: s.attempt.seed):  # type: ignore[union-attr]
+            if self._episodes_started < self.config.episodes:  # the lowest seeds first: a run of N episodes
+                self._start_attempt(slot)  # plays exactly the seeds seed … seed + N - 1
 
     def _send_reset(self, slot: Slot) -> None:
         """Queue the reset with this tick's requests; the slot is idle once the reply lands (`_reset_done`)."""
