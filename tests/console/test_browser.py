@@ -171,8 +171,9 @@ def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: 
 
         wait(sim00_episode_with_intervention, 60, "sim00's episode with an intervention segment")
         assert floor.find_elements(By.CSS_SELECTOR, '#episode-view .timeline div[data-kind="rewind"]')
-        # and who chose each step: the human's key presses, and rows no one chose (waiting for keys, the rewind)
-        for actor in ("policy", "human", "hold", "rewind"):
+        # and who chose each step: the policy, the human's commands, and the rewind no one chose (holds between two
+        # commands depend on how the browser's 20 Hz sends fall against the fleet's ticks: tests/fleet covers them)
+        for actor in ("policy", "human", "rewind"):
             assert floor.find_elements(By.CSS_SELECTOR, f'#episode-view .timeline.actors div[data-actor="{actor}"]')
         floor.save_screenshot(str(ARTIFACTS / "5_episode_timeline.png"))
     finally:

@@ -44,7 +44,8 @@ def test_the_critic_detector_sees_a_fall_and_a_stall_but_not_steady_progress() -
     operator = SimFloorOperator(FloorOperatorConfig(detector="critic", stall_steps=10, critic_smooth_steps=3))
 
     def sees(ratings: list[float]) -> bool:
-        return operator._failing(SimpleNamespace(branch_critic=ratings, branch_progress=[], info={}))
+        slot = SimpleNamespace(branch_critic=ratings, branch_progress=[], info={})
+        return operator._failing(SimpleNamespace(failure_progress_drop=0.15), slot)
 
     rising = list(np.linspace(0.0, 0.6, 40))
     assert not sees(rising) and not sees([])
