@@ -1,8 +1,8 @@
-"""The headline comparison: five retraining methods from one base policy, on one operator budget, on the same
-held-out evaluation seeds.
+"""The headline comparison: the loop's retraining methods (vla_recover.loop.methods) from one base policy, on one
+operator budget, on the same held-out evaluation seeds.
 
     python benchmarks/loop.py [--config configs/loop/quickstart.yaml] [--rounds 3] [--operator-budget-s 150]
-                              [--methods hitl_bc,sirius,critic_cut,habc,reguide] [--work runs/bench_loop]
+                              [--methods hitl_bc,sirius,critic_cut,habc,reguide] (default: all) [--work runs/bench_loop]
 
 Each method's run is a full ``vla-recover loop`` run (report and plots in ``<work>/<method>/``) seeded from one shared
 base run (demos, base policy, base evaluation), so the methods differ only in what happens in the rounds. Every fleet
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from vla_recover.config import load_yaml, validate_config
-from vla_recover.loop.config import METHODS, LoopConfig
+from vla_recover.loop.config import LoopConfig
+from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.runner import LineReporter, LoopRun
 
 
@@ -54,13 +55,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--operator-budget-s", type=float, default=150.0, help="operator seconds per fleet round")
     parser.add_argument("--max-episodes", type=int, default=60, help="fleet episodes per round at most")
-    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--methods", default=",".join(LOOP_METHODS))
     parser.add_argument("--work", type=Path, default=Path("runs/bench_loop"))
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
-    unknown = sorted(set(methods) - set(METHODS))
+    unknown = sorted(set(methods) - set(LOOP_METHODS))
     if unknown:
-        parser.error(f"--methods: unknown {unknown}; valid: {', '.join(METHODS)}")
+        parser.error(f"--methods: unknown {unknown}; valid: {', '.join(LOOP_METHODS)}")
     raw: dict[str, Any] = dict(load_yaml(args.config) or {}) if args.config else LoopConfig().model_dump(mode="json")
     raw["fleet"] = {**raw.get("fleet", {}), "episodes": args.max_episodes, "operator_budget_s": args.operator_budget_s}
     started = time.perf_counter()

@@ -168,7 +168,7 @@ def test_seed_first_round_takes_the_fleet_round_and_critic_only(tmp_path: Path) 
     ("theirs", "finished", "message"),
     [
         ({"rounds": 2}, ALL_SHARED, "one-round"),
-        ({"method": "reguide"}, ALL_SHARED, "other than reguide"),
+        ({"method": "reguide"}, ALL_SHARED, "runs the plain policy"),
         ({"fleet": {"robots": 2, "episodes": 3}}, ALL_SHARED, r"different \['fleet'\]"),
         ({"critic": {"steps": 7}}, ALL_SHARED, r"different \['critic'\]"),
         ({}, (*BASE_STEPS, "round_1.fleet"), r"not finished \['round_1.critic'\]"),

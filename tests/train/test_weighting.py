@@ -200,3 +200,12 @@ def test_no_method_imitates_a_row_no_one_chose(tmp_path: Path, weighter: str) ->
     assert (weights[:10] > 0).all()  # the demonstration
     table = build_step_table(store)
     assert not table.chosen[unchosen].any() and table.human.sum() == 12
+
+
+def test_interventions_retention_keeps_the_demos_and_what_a_human_chose(store: EpisodeStore) -> None:
+    """HG-DAgger's data: nothing the policy did alone, whatever the weighter."""
+    weights, stats = build_step_weights(store, DatasetConfig(retention="interventions"))
+    table = build_step_table(store)
+    assert (weights[table.demo] > 0).all() and (weights[table.human & ~table.rewind] > 0).all()
+    assert (weights[table.executed] == 0).all() and table.executed.sum() == 83
+    assert stats["nonzero_steps"] == 10 + 12 + 5 and stats["retained_autonomous_fraction"] == 0.0

@@ -10,6 +10,7 @@ import typer
 from rich.progress import Progress, TaskID
 
 from vla_recover.cli.common import console, progress_bar, user_errors
+from vla_recover.loop.methods import LOOP_METHODS
 
 __all__ = ["loop"]
 
@@ -62,7 +63,7 @@ def _headline(result: dict[str, Any]) -> str:
 
 def loop(
     config: Annotated[Path | None, typer.Option(help="YAML config (configs/loop/*.yaml); default: embedded")] = None,
-    method: Annotated[str | None, typer.Option(help="hitl_bc, sirius, critic_cut, habc or reguide")] = None,
+    method: Annotated[str | None, typer.Option(help=f"one of {', '.join(LOOP_METHODS)}")] = None,
     rounds: Annotated[int | None, typer.Option(help="rounds (overrides the config)", min=0)] = None,
     out: Annotated[Path | None, typer.Option(help="run folder (overrides the config)")] = None,
 ) -> None:

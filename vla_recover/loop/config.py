@@ -13,21 +13,14 @@ from vla_recover.critic.train import CriticTrainConfig
 from vla_recover.envs import checked_task
 from vla_recover.envs.expert import ExpertConfig
 from vla_recover.fleet.config import FleetConfig
+from vla_recover.loop.methods import LOOP_METHODS, LoopMethod, loop_method
 from vla_recover.loop.promotion import PromotionConfig
 from vla_recover.train.dataset import DatasetConfig
 from vla_recover.train.trainer import TrainConfig
 from vla_recover.train.weighting import WEIGHTERS
 
-__all__ = ["BASE_FIELDS", "FIRST_ROUND_FIELDS", "METHODS", "EvalConfig", "LoopConfig"]
+__all__ = ["BASE_FIELDS", "FIRST_ROUND_FIELDS", "EvalConfig", "LoopConfig"]
 
-# The retraining methods the loop compares (benchmarks/loop.py runs each on the same budget).
-METHODS: dict[str, dict[str, Any]] = {
-    "hitl_bc": {"weighter": "bc"},  # human-in-the-loop data (rewind + correct), plain BC on all of it
-    "sirius": {"weighter": "sirius"},  # the same data, intervention-weighted
-    "critic_cut": {"weighter": "bc", "retention": "critic"},  # the critic keeps progress and recovery segments
-    "habc": {"weighter": "habc", "retention": "critic"},  # critic retention + hierarchical advantage weights
-    "reguide": {"weighter": "bc"},  # guided rollouts; only their successes are absorbed
-}
 # What the demos, the base policy and its evaluation depend on: a run seeded from another must agree on these.
 BASE_FIELDS = ("task", "task_config", "demos", "base_train", "evaluation")
 # What the first round's fleet and critic depend on besides those (seed_first_round).
@@ -74,7 +67,7 @@ class LoopConfig(FrozenConfig):
     )
     task: str = "LiftCube"
     task_config: dict[str, Any] = Field(default_factory=dict)
-    method: Literal["hitl_bc", "sirius", "critic_cut", "habc", "reguide"] = "habc"
+    method: str = Field(default="habc", description=f"one of {', '.join(LOOP_METHODS)} (vla_recover.loop.methods)")
     rounds: int = Field(default=3, ge=0, le=100)
     demos: DemoConfig = DemoConfig()
     base_train: dict[str, Any] = Field(
@@ -164,15 +157,22 @@ class LoopConfig(FrozenConfig):
         return validate_nested(FleetConfig, raw, "fleet")
 
     def dataset_config(self, demo_share: float | None = None) -> DatasetConfig:
-        raw = {**METHODS[self.method], **self.weighting}
+        method = self.loop_method
+        raw = {"weighter": method.weighter, "retention": method.retention, **self.weighting}
         raw["weighter_config"] = self.weighter_configs.get(raw["weighter"], {})
         if demo_share is not None:
             raw["demo_share"] = demo_share
         return validate_nested(DatasetConfig, raw, "weighting")
 
+    @property
+    def loop_method(self) -> LoopMethod:
+        return loop_method(self.method)
+
     @model_validator(mode="after")
     def _parts_valid(self) -> LoopConfig:
         """Every part builds now, so a typo fails before a 20-minute run rather than in its last round."""
+        if self.method not in LOOP_METHODS:
+            raise ValueError(f"method: got {self.method!r}; valid choices: {', '.join(LOOP_METHODS)}")
         checked_task(self.task, self.task_config)  # the fleet part checks it too, but this error names the loop's field
         for section, values in (("base_train", self.base_train), ("retrain", self.retrain)):
             fixed = sorted(set(values) & set(_LOOP_SET))
@@ -193,7 +193,7 @@ class LoopConfig(FrozenConfig):
             )
         if self.seed_first_round and self.seed_from is None:
             raise ValueError("seed_first_round: needs seed_from (the run whose first round to take)")
-        if self.seed_first_round and self.method == "reguide":
+        if self.seed_first_round and self.loop_method.guided:
             raise ValueError("seed_first_round: reguide's rollouts are guided, its own; it cannot take another's")
         validate_nested(CriticTrainConfig, self.critic, "critic")
         if "weighter_config" in self.weighting:
@@ -205,7 +205,7 @@ class LoopConfig(FrozenConfig):
                 )
             validate_nested(WEIGHTERS.get(name).config_cls, values, f"weighter_configs.{name}")
         self.dataset_config()
-        if self.method == "reguide":
+        if self.loop_method.guided:
             from vla_recover.reguide import ReGuideConfig
 
             validate_nested(ReGuideConfig, self.reguide.guidance, "reguide.guidance")

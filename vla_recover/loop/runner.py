@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from vla_recover.critic.train import CriticTrainConfig
 from vla_recover.data import EpisodeStore
 from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig
+from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.promotion import decide
 
 __all__ = ["LineReporter", "LoopRun", "StepReporter"]
@@ -130,11 +131,12 @@ class LoopRun:
         differ = [k for k in FIRST_ROUND_FIELDS if theirs.get(k) != ours.get(k)]
         if differ:
             raise ValueError(f"seed_first_round: {source} was run with different {differ}; its round 1 does not apply")
-        # a later round's critic relabels the store, and guided rollouts belong to reguide alone
-        if theirs.get("rounds") != 1 or theirs.get("method") == "reguide":
+        # a later round's critic relabels the store, and guided rollouts belong to their guided method alone
+        method = LOOP_METHODS.get(str(theirs.get("method")))
+        if theirs.get("rounds") != 1 or method is None or method.guided:
             raise ValueError(
                 f"seed_first_round: {source} ran {theirs.get('rounds')} rounds of {theirs.get('method')}; "
-                "it must be a one-round run of a method other than reguide"
+                "it must be a one-round run of a method whose fleet runs the plain policy"
             )
 
     def step(self, name: str, work: Callable[[], dict[str, Any]], total: int | None = None) -> dict[str, Any]:
@@ -266,7 +268,7 @@ class LoopRun:
         if self.config.fleet_critic == "previous_round" and round_index > 1:
             critic = self._critic_dir(round_index - 1)
         fleet_config = self.config.fleet_config(self.store_path, Path(policy_dir), round_index, tags, critic)
-        source = self._guided_source(round_index, policy_dir) if self.config.method == "reguide" else None
+        source = self._guided_source(round_index, policy_dir) if self.config.loop_method.guided else None
         manager = build_fleet(fleet_config, source)
 
         def on_tick(fleet: Any) -> None:
@@ -331,10 +333,11 @@ class LoopRun:
         self, demo_ids: list[int], fleet_rounds: list[dict[str, Any]], current: str
     ) -> tuple[list[int], str | None, float | None]:
         """(episode ids, checkpoint to start from or None, demonstrations' share of the weight or None)."""
-        cfg = self.config
+        cfg, method = self.config, self.config.loop_method
         rollouts = [i for fleet in fleet_rounds for i in fleet["episode_ids"]]
-        if cfg.method != "reguide":
-            return demo_ids + rollouts, (current if cfg.retrain_from == "current" else None), None
+        if not method.guided:
+            fine_tune = method.start == "config" and cfg.retrain_from == "current"
+            return demo_ids + rollouts, (current if fine_tune else None), None
         with EpisodeStore(self.store_path) as store:  # ReGuide absorbs only the successful guided rollouts
             succeeded = {row.id for row in store.episodes() if row.outcome == "success"}
         kept = [i for i in rollouts if i in succeeded]

@@ -27,7 +27,11 @@ __all__ = ["DatasetConfig", "build_step_weights", "retained_steps"]
 class DatasetConfig(FrozenConfig):
     weighter: str = Field(default="bc", description=f"one of {', '.join(WEIGHTERS.names())}")
     weighter_config: dict[str, Any] = Field(default_factory=dict)
-    retention: Literal["none", "critic", "ground_truth"] = "none"
+    retention: Literal["none", "critic", "ground_truth", "interventions"] = Field(
+        default="none",
+        description="which autonomous steps of rollouts stay: all (none), the critic's or the simulator's progress "
+        "and recovery segments (critic, ground_truth), or none of them (interventions: only what a human chose)",
+    )
     retention_config: RetentionConfig = RetentionConfig()
     pre_intervention_steps: int = Field(default=15, ge=0, description="Sirius' pre-intervention window")
     min_intervention_steps: int = Field(
@@ -59,6 +63,8 @@ def retained_steps(store: EpisodeStore, table: StepTable, config: DatasetConfig)
     keep = np.ones(table.n, dtype=bool)
     if config.retention == "none":
         return keep
+    if config.retention == "interventions":
+        return ~(table.included & table.executed)
     supervision = table.supervision
     critic: dict[int, list[tuple[int, int, str]]] = {}
     if config.retention == "critic":

@@ -1,0 +1,47 @@
+"""The method registry: every entry builds its training data rule, and the runner follows the entry, not a name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vla_recover.config import ConfigError, load_yaml, validate_config
+from vla_recover.loop.config import LoopConfig
+from vla_recover.loop.methods import LOOP_METHODS, loop_method
+from vla_recover.loop.runner import LoopRun
+from vla_recover.registry import UnknownNameError
+from vla_recover.train.weighting import WEIGHTERS
+
+DEBUG = Path(__file__).resolve().parents[2] / "configs" / "loop" / "debug.yaml"
+
+
+@pytest.mark.parametrize("name", list(LOOP_METHODS))
+def test_every_method_states_its_rule_and_builds_its_dataset(name: str) -> None:
+    method = loop_method(name)
+    assert method.paper and method.data and method.weighter in WEIGHTERS
+    config = validate_config(LoopConfig, {**load_yaml(DEBUG), "method": name})
+    dataset = config.dataset_config()
+    assert (dataset.weighter, dataset.retention) == (method.weighter, method.retention)
+
+
+def test_an_unknown_method_lists_the_choices() -> None:
+    with pytest.raises(UnknownNameError, match="valid choices: hitl_bc, hg_dagger, iwr"):
+        loop_method("dagger")
+    with pytest.raises(ConfigError, match="method: got 'dagger'; valid choices: hitl_bc"):
+        validate_config(LoopConfig, {**load_yaml(DEBUG), "method": "dagger"})
+
+
+@pytest.mark.parametrize(
+    ("name", "retrain_from", "starts_from_current"),
+    [("hitl_bc", "current", True), ("hitl_bc", "scratch", False), ("hg_dagger", "current", False)],
+)
+def test_a_round_fine_tunes_or_retrains_as_its_method_says(
+    tmp_path: Path, name: str, retrain_from: str, starts_from_current: bool
+) -> None:
+    raw = {**load_yaml(DEBUG), "method": name, "retrain_from": retrain_from, "out": str(tmp_path / "run")}
+    run = LoopRun(validate_config(LoopConfig, raw))
+    rounds = [{"episode_ids": [20, 21]}, {"episode_ids": [30]}]
+    ids, init, share = run._training_set([0, 1], rounds, "runs/round_1/policy")
+    assert ids == [0, 1, 20, 21, 30] and share is None
+    assert init == ("runs/round_1/policy" if starts_from_current else None)

@@ -1,0 +1,96 @@
+"""The loop's retraining methods: one entry each, saying what data a round trains on and how.
+
+A method is data, not a branch in the runner: which steps of the fleet's episodes enter (``retention``), how they are
+weighted (a registered weighter), whether the fleet runs the plain policy or ReGuide's guided one, which rollouts are
+absorbed, and whether each round fine-tunes the current version or trains from scratch. Each entry states its data
+rule beside its paper; ALGORITHMS.md restates the formulas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from vla_recover.registry import UnknownNameError
+
+__all__ = ["LOOP_METHODS", "LoopMethod", "loop_method"]
+
+
+@dataclass(frozen=True)
+class LoopMethod:
+    name: str
+    paper: str
+    data: str  # the data rule in one sentence (the CLI's help and the docs)
+    weighter: str  # a name in vla_recover.train.weighting.WEIGHTERS
+    retention: Literal["none", "critic", "ground_truth", "interventions"] = "none"
+    start: Literal["config", "scratch"] = "config"  # config: LoopConfig.retrain_from; scratch: every round
+    guided: bool = False  # the fleet runs ReGuide's guided chunks, and only their successful episodes are absorbed
+
+
+LOOP_METHODS: dict[str, LoopMethod] = {
+    method.name: method
+    for method in (
+        LoopMethod(
+            "hitl_bc",
+            "HELP (HITL update)",
+            "plain BC on the demos and every step of the fleet's episodes someone chose",
+            weighter="bc",
+        ),
+        LoopMethod(
+            "hg_dagger",
+            "HG-DAgger; RaC",
+            "the demos and the human corrections only (targets never leave the human's control), trained from "
+            "scratch each round",
+            weighter="bc",
+            retention="interventions",
+            start="scratch",
+        ),
+        LoopMethod(
+            "iwr",
+            "Sirius (IWR baseline)",
+            "the demos and the fleet's episodes; human steps make half of the loss",
+            weighter="iwr",
+        ),
+        LoopMethod(
+            "sirius",
+            "Sirius",
+            "the demos and the fleet's episodes, weighted by class (demo, intervention, pre-intervention, robot)",
+            weighter="sirius",
+        ),
+        LoopMethod(
+            "critic_cut",
+            "HELP (VLAC-CUT)",
+            "the demos, the human corrections and the autonomous segments the critic keeps (progress, recovery)",
+            weighter="bc",
+            retention="critic",
+        ),
+        LoopMethod(
+            "awr",
+            "AWR",
+            "the demos and the fleet's episodes, weighted by exp(advantage / beta) from a learned value",
+            weighter="awr",
+        ),
+        LoopMethod(
+            "habc",
+            "HABC",
+            "critic_cut's data, weighted by the viability and efficiency gate",
+            weighter="habc",
+            retention="critic",
+        ),
+        LoopMethod(
+            "reguide",
+            "ReGuide",
+            "the fleet runs the policy guided by a learned dynamics model; only its successful episodes are "
+            "absorbed beside the demos (reguide.absorb: ft fine-tunes, fs trains from scratch)",
+            weighter="bc",
+            guided=True,
+        ),
+    )
+}
+
+
+def loop_method(name: str) -> LoopMethod:
+    try:
+        return LOOP_METHODS[name]
+    except KeyError:
+        raise UnknownNameError(f"method: got {name!r}; valid choices: {', '.join(LOOP_METHODS)}") from None
