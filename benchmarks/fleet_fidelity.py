@@ -118,7 +118,7 @@ def fleet_cell(task: str, policy: Path, run_ahead: int, seeds: list[int], work: 
     def run() -> dict[str, Any]:
         shutil.rmtree(store, ignore_errors=True)  # an interrupted cell starts over
         raw = {
-            **loop.fleet, "task": loop.task, "task_config": {**loop.task_config, **loop.fleet.get("task_config", {})},
+            **loop.fleet, "task": loop.task, "task_config": loop.task_config,
             "episodes": len(seeds), "seed": seeds[0], "policy": str(policy), "store": str(store),
             "run_ahead_steps": run_ahead, "floor_operator": {"enabled": False}, "teleoperator": {"enabled": False},
         }  # fmt: skip

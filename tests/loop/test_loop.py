@@ -123,6 +123,7 @@ def test_a_run_folder_refuses_a_different_config(tmp_path: Path) -> None:
         ({"base_train": {"data": "x"}}, "base_train"),
         ({"fleet": {"robots": "many"}}, "robots"),
         ({"fleet": {"store": "x"}}, "fleet"),
+        ({"fleet": {"task_config": {"horizon": 50}}}, "fleet.task_config: got {'horizon': 50}; the fleet meets"),
         ({"fleet": {"seed": 99_990}}, "fleet.seed"),
         ({"critic": {"steps": -5}}, "steps"),
         ({"weighting": {"weighter": "nope"}}, "weighter"),

@@ -144,11 +144,7 @@ class LoopConfig(FrozenConfig):
     def fleet_config(
         self, store: Path, policy: Path, round_index: int, tags: dict[str, Any], critic: Path | None = None
     ) -> FleetConfig:
-        raw = {
-            **self.fleet,
-            "task": self.task,
-            "task_config": {**self.task_config, **self.fleet.get("task_config", {})},
-        }
+        raw = {**self.fleet, "task": self.task, "task_config": self.task_config}
         if critic is not None:
             floor = {**self.fleet.get("floor_operator", {}), "detector": self.fleet_critic_detector}
             raw.update(critic=critic, floor_operator=floor)
@@ -181,6 +177,11 @@ class LoopConfig(FrozenConfig):
         placeholder = Path("runs/loop/_check")
         self.train_config(placeholder, placeholder, retrain=False)
         self.train_config(placeholder, placeholder, retrain=True)
+        if "task_config" in self.fleet:
+            raise ValueError(
+                f"fleet.task_config: got {self.fleet['task_config']!r}; the fleet meets the task as the held-out "
+                "evaluation does: set task_config at the top level"
+            )
         fleet_fixed = sorted(set(self.fleet) & {"task", "store", "policy", "constant_action", "episode_tags"})
         if fleet_fixed:
             raise ValueError(f"fleet: {fleet_fixed} are set by the loop itself")
