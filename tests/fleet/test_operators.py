@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from vla_recover.config import validate_config
 from vla_recover.fleet import FleetConfig, FloorOperatorConfig, SlotState, build_fleet
 from vla_recover.fleet.accounting import EffortLedger
@@ -71,6 +73,10 @@ def test_automatic_resets_take_no_operator_time(tmp_path: Path) -> None:
     assert summary["episodes"] == 4 and "floor" not in summary["operator_s"]
     physical = build_fleet(_config(tmp_path / "p", **calm)).run()
     assert physical["operator_s"]["floor"] >= 2 * 5.0  # two robots, four episodes: at least two resets by hand
+    # a wage is paid for the whole shift, busy or watching: presence is the sim clock, per operator on shift
+    for run in (summary, physical):
+        assert run["operator_present_s"] == {"floor": pytest.approx(run["sim_s"], abs=0.1)}
+        assert run["successes_per_present_hour"] == pytest.approx(run["successes"] / (run["sim_s"] / 3600), rel=1e-2)
 
 
 def _config(tmp_path: Path, **overrides: Any) -> FleetConfig:

@@ -11,7 +11,7 @@ __all__ = ["EffortLedger"]
 
 @dataclass
 class EffortLedger:
-    operator_s: dict[str, float] = field(default_factory=dict)  # role → seconds of operator time
+    operator_s: dict[str, float] = field(default_factory=dict)  # role → seconds operators were busy
     robot_s: float = 0.0  # robot time (sim or wall) spent in episodes, resets and waits
     robot_waiting_s: float = 0.0  # robot time spent waiting for a human (takeover queue, reset queue)
     interventions: int = 0
@@ -23,8 +23,10 @@ class EffortLedger:
     def charge(self, role: str, seconds: float) -> None:
         self.operator_s[role] = self.operator_s.get(role, 0.0) + seconds
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, present_s: dict[str, float] | None = None) -> dict[str, Any]:
+        """``present_s``: role → seconds its operators were on shift (busy or watching), as a wage is paid."""
         operator_hours = sum(self.operator_s.values()) / 3600.0
+        present_hours = sum((present_s or {}).values()) / 3600.0
         successes = self.episodes["success"]
         return {
             "episodes": sum(self.episodes.values()),
@@ -39,4 +41,6 @@ class EffortLedger:
             "robot_waiting_s": round(self.robot_waiting_s, 1),
             "successes_per_robot_hour": round(successes / (self.robot_s / 3600.0), 2) if self.robot_s else 0.0,
             "successes_per_operator_hour": round(successes / operator_hours, 2) if operator_hours else None,
+            "operator_present_s": {role: round(s, 1) for role, s in sorted((present_s or {}).items())},
+            "successes_per_present_hour": round(successes / present_hours, 2) if present_hours else None,
         }

@@ -536,9 +536,16 @@ class FleetManager:
             "wall_s": round(wall_s, 2),
             "control_steps_per_s": round(self.ticks * len(self.slots) / wall_s, 1) if wall_s else None,
             "critic": str(self.critic.directory) if self.critic is not None else None,
-            **self.ledger.summary(),
+            **self.ledger.summary(self.operators_present_s()),
             "failure_response": failure_report(self.failure_watch.failures),
         }
+
+    def operators_present_s(self) -> dict[str, float]:
+        """Role → the simulated operators' time on shift so far: each is present for the whole run (sim clock)."""
+        present: dict[str, float] = {}
+        for operator in self.operators:
+            present[operator.role] = present.get(operator.role, 0.0) + self.now()
+        return present
 
     def close(self) -> None:
         try:

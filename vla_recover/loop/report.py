@@ -66,6 +66,7 @@ class Fleet(_Section):
     wall_s: float | None = None
     successes_per_robot_hour: float | None = None
     successes_per_operator_hour: float | None = None
+    successes_per_present_hour: float | None = None
     outcomes: dict[str, int] = {}
     failure_response: dict[str, float | int | None] = {}
 
@@ -334,7 +335,7 @@ def _round_rows(view: _View) -> list[list[str]]:
             str(r.round), f"`{r.policy}`", f"{_pct(e.success_rate)} [{_pct(e.ci95[0])}, {_pct(e.ci95[1])}]",
             "yes" if r.promoted else "no", f"`{r.current}`" if r.current else "–",
             _num(f.episodes if f else None), _num(f.interventions if f else None), roles,
-            _num(view.operator_rate(r)), _num(robot), gain,
+            _num(view.operator_rate(r)), _num(f.successes_per_present_hour if f else None), _num(robot), gain,
         ])  # fmt: skip
     return rows
 
@@ -424,9 +425,11 @@ def _markdown(summary: LoopSummary, view: _View, plots: list[tuple[_Plot, Path |
         f"- **rounds**: {len(view.rounds) - 1} after the base policy", "",
         "## Rounds", "",
         *_table(["round", "policy", "success (95% CI)", "promoted", "current after", "fleet episodes",
-                 "interventions", "operator s by role", "successes / operator-h", "successes / robot-h",
-                 "throughput vs base"], _round_rows(view)),
-        "", "Successes per operator-hour is the return on human effort; successes per robot-hour is throughput. "
+                 "interventions", "operator s by role", "successes / operator-h", "successes / present operator-h",
+                 "successes / robot-h", "throughput vs base"], _round_rows(view)),
+        "", "Successes per operator-hour is the return on human effort, counting the seconds operators were busy; per "
+        "present operator-hour counts every operator's whole shift (the fleet round on the sim clock), busy or "
+        "watching, as a wage is paid; successes per robot-hour is throughput. "
         "Throughput vs base divides a round's robot-hour throughput by that of the first fleet that ran the base "
         "policy.", "",
         "## Data and training", "",
