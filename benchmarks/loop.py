@@ -25,12 +25,8 @@ from vla_recover.loop.runner import LineReporter, LoopRun
 
 def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
     rounds = summary["rounds"]
-    fleets = [r["fleet"] for r in rounds[1:]]
-    operator_s = sum(sum(f["operator_s"].values()) for f in fleets)
-    fleet_successes = sum(f["successes"] for f in fleets)
-    first, last = fleets[0]["successes_per_robot_hour"], fleets[-1]["successes_per_robot_hour"]
     current_eval = next(r["eval"] for r in reversed(rounds) if r["policy"] == summary["final"]["policy"])
-    return {
+    figures: dict[str, Any] = {
         "success_per_round": [round(r["eval"]["success_rate"], 4) for r in rounds],
         "ci95_per_round": [r["eval"]["ci95"] for r in rounds],
         "promoted": [r["promoted"] for r in rounds[1:]],
@@ -38,15 +34,34 @@ def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
         "final_success": current_eval["success_rate"],
         "final_ci95": current_eval["ci95"],
         "best_candidate_success": max(r["eval"]["success_rate"] for r in rounds[1:]),
+    }
+    if all("demos" in r for r in rounds[1:]):  # more_demos: the rounds' human time bought demonstrations
+        demos = [r["demos"] for r in rounds[1:]]
+        figures["demos"] = sum(d["episodes"] for d in demos)
+        figures["human_s"] = round(sum(d["human_s"] for d in demos), 1)
+        return figures
+    fleets = [r["fleet"] for r in rounds[1:]]
+    operator_s = sum(sum(f["operator_s"].values()) for f in fleets)
+    fleet_successes = sum(f["successes"] for f in fleets)
+    first, last = fleets[0]["successes_per_robot_hour"], fleets[-1]["successes_per_robot_hour"]
+    return {
+        **figures,
         "fleet_successes": fleet_successes,
         "fleet_episodes": sum(f["episodes"] for f in fleets),
         "interventions": sum(f["interventions"] for f in fleets),
         "operator_s": round(operator_s, 1),
+        "human_s": round(sum(sum(f.get("operator_present_s", {}).values()) for f in fleets), 1),
         "successes_per_operator_hour": round(fleet_successes / (operator_s / 3600), 2) if operator_s else None,
         "throughput_first_round": first,
         "throughput_last_round": last,
         "throughput_gain_over_base": round(last / first, 3) if first else None,
     }
+
+
+def _demo_budget(results: dict[str, Any], rounds: int) -> float | None:
+    """The human-seconds a fleet round cost, averaged over the fleet methods measured so far (operators' presence)."""
+    spent = [r["human_s"] for r in results.values() if "fleet_episodes" in r and r["human_s"]]
+    return round(sum(spent) / len(spent) / rounds, 1) if spent else None
 
 
 def main() -> None:
@@ -69,13 +84,15 @@ def main() -> None:
     base = validate_config(LoopConfig, {**raw, "name": "base", "out": base_dir, "rounds": 0}, source="base")
     LoopRun(base, LineReporter("base")).run()
     results: dict[str, Any] = {}
+    # the baseline runs after the fleet methods, to buy demonstrations with the human time their rounds cost
+    methods.sort(key=lambda m: LOOP_METHODS[m].rounds_collect == "demos")
     for method in methods:
-        config = validate_config(
-            LoopConfig,
-            {**raw, "name": method, "out": args.work / method, "method": method, "rounds": args.rounds,
-             "seed_from": base_dir},
-            source=method,
-        )  # fmt: skip
+        run = {**raw, "name": method, "out": args.work / method, "method": method, "rounds": args.rounds,
+               "seed_from": base_dir}  # fmt: skip
+        budget = _demo_budget(results, args.rounds)
+        if LOOP_METHODS[method].rounds_collect == "demos" and budget is not None:
+            run["more_demos"] = {**raw.get("more_demos", {}), "human_s_per_round": budget}
+        config = validate_config(LoopConfig, run, source=method)
         method_started = time.perf_counter()
         summary = LoopRun(config, LineReporter(method)).run()
         results[method] = {**_method_figures(summary), "wall_s": round(time.perf_counter() - method_started, 1)}
@@ -102,6 +119,11 @@ def main() -> None:
             if method in results:
                 ratio = results[method]["final_success"] / results["hitl_bc"]["final_success"]
                 figures[f"{method}_vs_hitl_bc"] = round(ratio, 3)
+    if "more_demos" in results:  # the user's question: an operator-hour on the fleet, or on demonstrations?
+        demo_gain = results["more_demos"]["final_success"] - base_rate
+        for method, result in results.items():
+            if method != "more_demos" and demo_gain > 0:
+                result["gain_vs_more_demos"] = round((result["final_success"] - base_rate) / demo_gain, 3)
     figures["wall_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(figures))
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from vla_recover.config import ConfigError, load_yaml, validate_config
+from vla_recover.data import EpisodeStore
 from vla_recover.loop.config import LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS, loop_method
 from vla_recover.loop.runner import LoopRun
@@ -22,7 +23,7 @@ def test_every_method_states_its_rule_and_builds_its_dataset(name: str) -> None:
     assert method.paper and method.data and method.weighter in WEIGHTERS
     config = validate_config(LoopConfig, {**load_yaml(DEBUG), "method": name})
     dataset = config.dataset_config()
-    assert (dataset.weighter, dataset.retention) == (method.weighter, method.retention)
+    assert (dataset.weighter, dataset.retention, dataset.shares) == (method.weighter, method.retention, method.shares)
 
 
 def test_an_unknown_method_lists_the_choices() -> None:
@@ -45,3 +46,18 @@ def test_a_round_fine_tunes_or_retrains_as_its_method_says(
     ids, init, share = run._training_set([0, 1], rounds, "runs/round_1/policy")
     assert ids == [0, 1, 20, 21, 30] and share is None
     assert init == ("runs/round_1/policy" if starts_from_current else None)
+
+
+def test_more_demos_spends_the_round_human_time_on_demonstrations(tmp_path: Path) -> None:
+    budget = {"human_s_per_round": 10.0, "reset_s": 4.0, "batch": 2}
+    raw = {**load_yaml(DEBUG), "method": "more_demos", "more_demos": budget, "out": str(tmp_path / "run")}
+    run = LoopRun(validate_config(LoopConfig, raw))
+    bought = run._more_demos(1)
+    with EpisodeStore(run.store_path) as store:
+        rows = {row.id: row for row in store.episodes()}
+    kept = [rows[i] for i in bought["episode_ids"]]
+    costs = [row.length / 20 + 4.0 for row in kept]  # LiftCube runs at 20 Hz; each demonstration adds a reset
+    assert bought["human_s"] == pytest.approx(sum(costs), abs=0.1) and bought["episodes"] == len(kept) >= 2
+    assert sum(costs[:-1]) < 10.0 <= sum(costs)  # recorded until the time was spent, and no further
+    seeds = [row.info["seed"] for row in kept]
+    assert seeds == list(range(1000, 1000 + len(kept)))  # the seeds round 1's fleet would have started at

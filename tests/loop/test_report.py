@@ -123,3 +123,14 @@ def test_malformed_summary_names_the_field(tmp_path: Path, summary: dict[str, An
     with pytest.raises(ValueError, match=f"'{field}'"):
         write_report(tmp_path, bad)
     assert not (tmp_path / "report.md").exists()
+
+
+def test_a_more_demos_round_shows_the_demonstrations_its_human_time_bought(
+    tmp_path: Path, summary: dict[str, Any]
+) -> None:
+    summary["method"] = "more_demos"
+    for r in summary["rounds"][1:]:
+        del r["fleet"]
+        r["demos"], r["segments"] = {"episodes": 7, "successes": 7, "human_s": 36.4}, {}
+    text = write_report(tmp_path, summary).read_text()
+    assert text.count("| 7 demos |") == 3 and text.count("demonstrator 36.4") == 3

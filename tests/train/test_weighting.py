@@ -209,3 +209,20 @@ def test_interventions_retention_keeps_the_demos_and_what_a_human_chose(store: E
     assert (weights[table.demo] > 0).all() and (weights[table.human & ~table.rewind] > 0).all()
     assert (weights[table.executed] == 0).all() and table.executed.sum() == 83
     assert stats["nonzero_steps"] == 10 + 12 + 5 and stats["retained_autonomous_fraction"] == 0.0
+
+
+def test_shares_give_each_source_its_part_of_the_weight(store: EpisodeStore) -> None:
+    """HELP's mixes: base : HITL : curated 1 : 1 : 1, and base : HITL 1 : 1 with nothing the policy did alone."""
+    table = build_step_table(store)
+    weights, _ = build_step_weights(store, DatasetConfig(shares={"demos": 1, "human": 1, "autonomous": 1}))
+    for source in (table.demo, table.human, table.executed):
+        assert weights[source].sum() == pytest.approx(weights.sum() / 3)
+    hitl, _ = build_step_weights(store, DatasetConfig(retention="interventions", shares={"demos": 1, "human": 1}))
+    assert hitl[table.demo].sum() == pytest.approx(hitl[table.human].sum()) and (hitl[table.executed] == 0).all()
+    # a source with no weight drops out: the demos alone carry everything
+    only, _ = build_step_weights(store, DatasetConfig(retention="interventions", shares={"demos": 1, "autonomous": 1}))
+    assert only[table.demo].sum() == pytest.approx(only.sum()) and (only[table.human] == 0).all()
+    with pytest.raises(ValueError, match=r"shares: got \{'demos': -1.0\}"):
+        DatasetConfig(shares={"demos": -1})
+    with pytest.raises(ValueError, match="give one"):
+        DatasetConfig(shares={"demos": 1}, demo_share=0.2)

@@ -19,7 +19,7 @@ from vla_recover.train.dataset import DatasetConfig
 from vla_recover.train.trainer import TrainConfig
 from vla_recover.train.weighting import WEIGHTERS
 
-__all__ = ["BASE_FIELDS", "FIRST_ROUND_FIELDS", "EvalConfig", "LoopConfig"]
+__all__ = ["BASE_FIELDS", "FIRST_ROUND_FIELDS", "EvalConfig", "LoopConfig", "MoreDemosConfig"]
 
 # What the demos, the base policy and its evaluation depend on: a run seeded from another must agree on these.
 BASE_FIELDS = ("task", "task_config", "demos", "base_train", "evaluation")
@@ -41,6 +41,25 @@ class EvalConfig(FrozenConfig):
     episodes: int = Field(default=100, ge=1, le=100_000)
     seed: int = Field(default=100_000, ge=0, description="first held-out seed; fleet seeds must stay below it")
     batch: int = Field(default=50, ge=1, le=1000)
+
+
+class MoreDemosConfig(FrozenConfig):
+    """The ``more_demos`` baseline: a round's human time spent on demonstrations instead of supervising a fleet."""
+
+    human_s_per_round: float = Field(
+        default=60.0,
+        gt=0.0,
+        le=1e6,
+        description="demonstrator seconds a round buys, charged as a fleet round charges its operators' presence "
+        "(benchmarks/loop.py sets it to what the fleet methods' rounds cost)",
+    )
+    reset_s: float = Field(default=4.0, ge=0.0, le=3600.0, description="demonstrator time per reset")
+    expert: ExpertConfig = Field(
+        default=ExpertConfig(action_noise=0.05), description="the teleoperator's skill: the same demonstrator"
+    )
+    batch: int = Field(
+        default=4, ge=1, le=1000, description="demonstrations recorded at a time until the time is spent"
+    )
 
 
 class ReGuideLoopConfig(FrozenConfig):
@@ -129,6 +148,7 @@ class LoopConfig(FrozenConfig):
         description="per weighter name, its config (e.g. habc: {viability: {steps: 500}}); the method picks one",
     )
     reguide: ReGuideLoopConfig = ReGuideLoopConfig()
+    more_demos: MoreDemosConfig = MoreDemosConfig()
     evaluation: EvalConfig = EvalConfig()
     promotion: PromotionConfig = PromotionConfig()
 
@@ -154,10 +174,10 @@ class LoopConfig(FrozenConfig):
 
     def dataset_config(self, demo_share: float | None = None) -> DatasetConfig:
         method = self.loop_method
-        raw = {"weighter": method.weighter, "retention": method.retention, **self.weighting}
+        raw = {"weighter": method.weighter, "retention": method.retention, "shares": method.shares, **self.weighting}
         raw["weighter_config"] = self.weighter_configs.get(raw["weighter"], {})
         if demo_share is not None:
-            raw["demo_share"] = demo_share
+            raw.update(demo_share=demo_share, shares=None)
         return validate_nested(DatasetConfig, raw, "weighting")
 
     @property
@@ -194,8 +214,10 @@ class LoopConfig(FrozenConfig):
             )
         if self.seed_first_round and self.seed_from is None:
             raise ValueError("seed_first_round: needs seed_from (the run whose first round to take)")
-        if self.seed_first_round and self.loop_method.guided:
-            raise ValueError("seed_first_round: reguide's rollouts are guided, its own; it cannot take another's")
+        if self.seed_first_round and (self.loop_method.guided or self.loop_method.rounds_collect != "fleet"):
+            raise ValueError(
+                f"seed_first_round: {self.method}'s rounds collect their own data; it cannot take another run's fleet"
+            )
         validate_nested(CriticTrainConfig, self.critic, "critic")
         if "weighter_config" in self.weighting:
             raise ValueError("weighting.weighter_config: give it per weighter in weighter_configs")

@@ -1,8 +1,9 @@
 """The loop's retraining methods: one entry each, saying what data a round trains on and how.
 
-A method is data, not a branch in the runner: which steps of the fleet's episodes enter (``retention``), how they are
-weighted (a registered weighter), whether the fleet runs the plain policy or ReGuide's guided one, which rollouts are
-absorbed, and whether each round fine-tunes the current version or trains from scratch. Each entry states its data
+A method is data, not a branch in the runner: whether a round runs a fleet or spends its human time on
+demonstrations, which steps of the fleet's episodes enter (``retention``), how they are weighted (a registered
+weighter), whether the fleet runs the plain policy or ReGuide's guided one, which rollouts are absorbed, and whether
+each round fine-tunes the current version or trains from scratch. Each entry states its data
 rule beside its paper; ALGORITHMS.md restates the formulas.
 """
 
@@ -23,8 +24,10 @@ class LoopMethod:
     data: str  # the data rule in one sentence (the CLI's help and the docs)
     weighter: str  # a name in vla_recover.train.weighting.WEIGHTERS
     retention: Literal["none", "critic", "ground_truth", "interventions"] = "none"
+    shares: dict[str, float] | None = None  # DatasetConfig.shares: each source's part of the weight
     start: Literal["config", "scratch"] = "config"  # config: LoopConfig.retrain_from; scratch: every round
     guided: bool = False  # the fleet runs ReGuide's guided chunks, and only their successful episodes are absorbed
+    rounds_collect: Literal["fleet", "demos"] = "fleet"  # demos: the round's human time buys demonstrations instead
 
 
 LOOP_METHODS: dict[str, LoopMethod] = {
@@ -32,9 +35,11 @@ LOOP_METHODS: dict[str, LoopMethod] = {
     for method in (
         LoopMethod(
             "hitl_bc",
-            "HELP (HITL update)",
-            "plain BC on the demos and every step of the fleet's episodes someone chose",
+            "HELP (HITL-only update)",
+            "fine-tunes on the demos and the human corrections in equal shares; nothing the policy did alone",
             weighter="bc",
+            retention="interventions",
+            shares={"demos": 1.0, "human": 1.0},
         ),
         LoopMethod(
             "hg_dagger",
@@ -60,9 +65,11 @@ LOOP_METHODS: dict[str, LoopMethod] = {
         LoopMethod(
             "critic_cut",
             "HELP (VLAC-CUT)",
-            "the demos, the human corrections and the autonomous segments the critic keeps (progress, recovery)",
+            "the HITL update plus the autonomous segments the critic keeps (progress, recovery): demos, "
+            "corrections and kept segments 1 : 1 : 1",
             weighter="bc",
             retention="critic",
+            shares={"demos": 1.0, "human": 1.0, "autonomous": 1.0},
         ),
         LoopMethod(
             "awr",
@@ -84,6 +91,14 @@ LOOP_METHODS: dict[str, LoopMethod] = {
             "absorbed beside the demos (reguide.absorb: ft fine-tunes, fs trains from scratch)",
             weighter="bc",
             guided=True,
+        ),
+        LoopMethod(
+            "more_demos",
+            "the baseline every loop method must beat",
+            "no fleet: each round's human time (more_demos.human_s_per_round) buys demonstrations by the "
+            "teleoperator's demonstrator (an episode plus a reset each), fine-tuned in beside the demos",
+            weighter="bc",
+            rounds_collect="demos",
         ),
     )
 }

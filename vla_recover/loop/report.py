@@ -85,6 +85,14 @@ class Guided(_Section):
     episodes: int | None = None
 
 
+class Demos(_Section):
+    """A ``more_demos`` round: demonstrations bought with the human time a fleet round would have taken."""
+
+    episodes: int | None = None
+    successes: int | None = None
+    human_s: float | None = None
+
+
 class Round(_Section):
     round: int = Field(ge=0)
     policy: str
@@ -93,6 +101,7 @@ class Round(_Section):
     current: str | None = None
     decision: Decision | None = None
     fleet: Fleet | None = None
+    demos: Demos | None = None
     segments: dict[str, float] = {}
     train: Train | None = None
     guided: Guided | None = None
@@ -329,12 +338,15 @@ def _round_rows(view: _View) -> list[list[str]]:
     for r in view.rounds:
         e, f = r.eval, r.fleet
         roles = ", ".join(f"{role} {_num(s)}" for role, s in f.operator_s.items()) if f and f.operator_s else "–"
+        episodes = _num(f.episodes if f else None)
+        if r.demos is not None:  # no fleet: the round's human time bought demonstrations
+            roles, episodes = f"demonstrator {_num(r.demos.human_s)}", f"{_num(r.demos.episodes)} demos"
         robot = view.robot_rate(r)
         gain = f"{robot / base:.2f}×" if robot is not None and base else "–"
         rows.append([
             str(r.round), f"`{r.policy}`", f"{_pct(e.success_rate)} [{_pct(e.ci95[0])}, {_pct(e.ci95[1])}]",
             "yes" if r.promoted else "no", f"`{r.current}`" if r.current else "–",
-            _num(f.episodes if f else None), _num(f.interventions if f else None), roles,
+            episodes, _num(f.interventions if f else None), roles,
             _num(view.operator_rate(r)), _num(f.successes_per_present_hour if f else None), _num(robot), gain,
         ])  # fmt: skip
     return rows

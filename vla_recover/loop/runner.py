@@ -168,15 +168,18 @@ class LoopRun:
             base["policy"],
             self.step("base_eval", partial(self._evaluate, base["policy"]), total=cfg.evaluation.episodes),
         )
-        fleet_rounds: list[dict[str, Any]] = []
+        gathered: list[dict[str, Any]] = []  # each round's new episodes: a fleet's, or demonstrations
         for r in range(1, cfg.rounds + 1):
             prefix = f"round_{r}"
-            fleet = self.step(f"{prefix}.fleet", partial(self._fleet, r, current), total=self._episodes())
-            fleet_rounds.append(fleet)
-            self.step(
-                f"{prefix}.critic", partial(self._critic, r, fleet["episode_ids"]), total=self._critic_config.steps
-            )
-            ids, init, share = self._training_set(demo_ids, fleet_rounds, current)
+            if cfg.loop_method.rounds_collect == "demos":
+                gathered.append(self.step(f"{prefix}.demos", partial(self._more_demos, r)))
+            else:
+                fleet = self.step(f"{prefix}.fleet", partial(self._fleet, r, current), total=self._episodes())
+                gathered.append(fleet)
+                self.step(
+                    f"{prefix}.critic", partial(self._critic, r, fleet["episode_ids"]), total=self._critic_config.steps
+                )
+            ids, init, share = self._training_set(demo_ids, gathered, current)
             trained = self.step(
                 f"{prefix}.train", partial(self._train, prefix, ids, init, share), total=self._steps(True)
             )
@@ -288,6 +291,40 @@ class LoopRun:
             }
         return summary
 
+    def _more_demos(self, round_index: int) -> dict[str, Any]:
+        """Demonstrations in seed order until the round's human time is spent (each costs its episode and a reset),
+        from the seeds the round's fleet would have started at."""
+        from vla_recover.rollout import CollectConfig, collect_demos
+
+        cfg, budget = self.config, self.config.more_demos
+        seed = cfg.fleet_config(self.store_path, self.dir, round_index, {}).seed
+        period = self._control_period()
+        kept: list[int] = []
+        spent, successes = 0.0, 0
+        while spent < budget.human_s_per_round:
+            collect = CollectConfig(
+                task=cfg.task, episodes=budget.batch, seed=seed, expert=budget.expert, task_config=cfg.task_config,
+                out=self.store_path, workers=cfg.demos.workers,
+            )  # fmt: skip
+            ids, _ = collect_demos(collect)
+            seed += budget.batch
+            with EpisodeStore(self.store_path) as store:
+                rows = sorted((r for r in store.episodes() if r.id in set(ids)), key=lambda r: r.info["seed"])
+            for row in rows:
+                if spent >= budget.human_s_per_round:
+                    break  # recorded past the budget: kept in the store, never trained on
+                spent += row.length * period + budget.reset_s
+                successes += row.outcome == "success"
+                kept.append(row.id)
+            self.reporter.advance(len(kept), f"{spent:.0f} of {budget.human_s_per_round:.0f} human-s")
+        return {"episode_ids": kept, "episodes": len(kept), "successes": successes, "human_s": round(spent, 1)}
+
+    def _control_period(self) -> float:
+        from vla_recover.envs import TASKS, resolve_task_name
+
+        task_cls = TASKS.get(resolve_task_name(self.config.task)).load()
+        return 1.0 / float(self.config.task_config.get("control_freq", task_cls.CONTROL_HZ))
+
     def _guided_source(self, round_index: int, policy_dir: str) -> Any:
         """ReGuide for this round: dynamics and phase targets from every finished step's data so far."""
         from vla_recover.config import validate_config
@@ -368,7 +405,8 @@ class LoopRun:
             decision = results[f"{prefix}.decide"]
             if decision["promote"]:
                 current, current_rate = prefix, results[f"{prefix}.eval"]["success_rate"]
-            fleet = {k: v for k, v in results[f"{prefix}.fleet"].items() if k not in ("episode_ids", "guided")}
+            collected = results.get(f"{prefix}.fleet") or results[f"{prefix}.demos"]
+            fleet = {k: v for k, v in collected.items() if k not in ("episode_ids", "guided")}
             train = results[f"{prefix}.train"]
             entry = {
                 "round": r,
@@ -377,8 +415,8 @@ class LoopRun:
                 "promoted": decision["promote"],
                 "current": current,
                 "decision": decision,
-                "fleet": fleet,
-                "segments": results[f"{prefix}.critic"]["segments"],
+                "fleet" if f"{prefix}.fleet" in results else "demos": fleet,
+                "segments": results.get(f"{prefix}.critic", {}).get("segments", {}),
                 "train": {
                     "steps": train["steps"],
                     "wall_s": train["wall_s"],
@@ -386,8 +424,8 @@ class LoopRun:
                     "weights": {"mean": train["weights"]["mean_weight"], "zero_fraction": _zero_fraction(train)},
                 },
             }
-            if "guided" in results[f"{prefix}.fleet"]:
-                entry["guided"] = results[f"{prefix}.fleet"]["guided"]
+            if "guided" in collected:
+                entry["guided"] = collected["guided"]
             rounds.append(entry)
         timings = {name: result["wall_s"] for name, result in results.items() if "wall_s" in result}
         return {

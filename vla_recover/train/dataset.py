@@ -50,8 +50,21 @@ class DatasetConfig(FrozenConfig):
         "demos 0.2 : rollouts 0.8); None: as they come",
     )
 
+    shares: dict[Literal["demos", "human", "autonomous"], float] | None = Field(
+        default=None,
+        description="rescale so each source carries this share of the total weight (HELP's base : HITL : curated "
+        "1 : 1 : 1 is {demos: 1, human: 1, autonomous: 1}); a source with no weight drops out and the rest keep "
+        "their ratio. None: as they come",
+    )
+
     @model_validator(mode="after")
     def _weighter_known(self) -> DatasetConfig:
+        if self.shares is not None:
+            bad = {k: v for k, v in self.shares.items() if not v >= 0.0}
+            if bad or not any(self.shares.values()):
+                raise ValueError(f"shares: got {self.shares}; give non-negative shares, at least one above 0")
+            if self.demo_share is not None:
+                raise ValueError(f"shares: got both shares {self.shares} and demo_share {self.demo_share}; give one")
         if self.weighter not in WEIGHTERS:
             raise ValueError(f"weighter: got {self.weighter!r}; valid choices: {', '.join(WEIGHTERS.names())}")
         validate_nested(WEIGHTERS.get(self.weighter).config_cls, self.weighter_config, "weighter_config")
@@ -102,6 +115,9 @@ def build_step_weights(
     weights = weighter.weights(table, eligible)
     if config.demo_share is not None:
         weights = _rebalance(weights, table.demo, config.demo_share)
+    if config.shares is not None:
+        sources = {"demos": table.demo, "human": table.human, "autonomous": table.executed}
+        weights = _share_out(weights, {name: (sources[name], share) for name, share in config.shares.items()})
     if weights.shape != (table.n,) or not np.isfinite(weights).all() or (weights < 0).any():
         raise ValueError(f"weighter {config.weighter}: produced invalid weights (shape {weights.shape})")
     executed = table.included & table.executed
@@ -116,6 +132,19 @@ def build_step_weights(
         **weighter.stats,
     }
     return weights, stats
+
+
+def _share_out(weights: np.ndarray, sources: dict[str, tuple[np.ndarray, float]]) -> np.ndarray:
+    """Scale each source's weights so it carries its share of the total; a source not named gets weight 0."""
+    total = float(weights.sum())
+    present = {name: (mask, share) for name, (mask, share) in sources.items() if weights[mask].sum() > 0}
+    out = np.zeros_like(weights)
+    share_sum = sum(share for _, share in present.values())
+    if total == 0 or share_sum == 0:
+        return weights  # nothing named has weight: there is nothing to share out
+    for mask, share in present.values():
+        out[mask] = weights[mask] * (share / share_sum) * total / float(weights[mask].sum())
+    return out
 
 
 def _rebalance(weights: np.ndarray, demo: np.ndarray, share: float) -> np.ndarray:
