@@ -6,7 +6,10 @@ operator budget, on the same held-out evaluation seeds.
 
 Each method's run is a full ``vla-recover loop`` run (report and plots in ``<work>/<method>/``) seeded from one shared
 base run (demos, base policy, base evaluation), so the methods differ only in what happens in the rounds. Every fleet
-round stops when its operators have spent ``--operator-budget-s`` seconds. Prints one JSON object on its last line.
+round stops when its operators have spent ``--operator-budget-s`` seconds. ``more_demos`` runs last and buys
+demonstrations with what the fleet methods' rounds cost in operator presence. Methods are judged on the final-test
+seeds, which no promotion saw. A finished method is read back from its run folder, so an interrupted benchmark
+resumes. Prints one JSON object on its last line.
 """
 
 from __future__ import annotations
@@ -26,13 +29,18 @@ from vla_recover.loop.runner import LineReporter, LoopRun
 def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
     rounds = summary["rounds"]
     current_eval = next(r["eval"] for r in reversed(rounds) if r["policy"] == summary["final"]["policy"])
+    final_test = summary["final"].get("final_test") or {}
     figures: dict[str, Any] = {
         "success_per_round": [round(r["eval"]["success_rate"], 4) for r in rounds],
         "ci95_per_round": [r["eval"]["ci95"] for r in rounds],
+        "final_test_per_round": [r["final_test"]["success_rate"] if "final_test" in r else None for r in rounds],
+        "final_test_ci95_per_round": [r["final_test"]["ci95"] if "final_test" in r else None for r in rounds],
         "promoted": [r["promoted"] for r in rounds[1:]],
         "final_policy": summary["final"]["policy"],
         "final_success": current_eval["success_rate"],
         "final_ci95": current_eval["ci95"],
+        "final_test_success": final_test.get("success_rate"),  # the figure to judge by: seeds no decision saw
+        "final_test_ci95": final_test.get("ci95"),
         "best_candidate_success": max(r["eval"]["success_rate"] for r in rounds[1:]),
     }
     if all("demos" in r for r in rounds[1:]):  # more_demos: the rounds' human time bought demonstrations
@@ -96,34 +104,40 @@ def main() -> None:
         method_started = time.perf_counter()
         summary = LoopRun(config, LineReporter(method)).run()
         results[method] = {**_method_figures(summary), "wall_s": round(time.perf_counter() - method_started, 1)}
-    base_eval = json.loads((base_dir / "summary.json").read_text())["rounds"][0]["eval"]
-    base_rate = base_eval["success_rate"]
-    best = max(results, key=lambda m: results[m]["final_success"]) if results else None
+    base_round = json.loads((base_dir / "summary.json").read_text())["rounds"][0]
+    base_eval = base_round["eval"]
+    base_test = base_round.get("final_test")
+    judged = "final_test_success" if base_test is not None else "final_success"
+    base_rate = (base_test or base_eval)["success_rate"]
+    best = max(results, key=lambda m: results[m][judged] or 0.0) if results else None
     figures: dict[str, Any] = {
         "task": base.task,
         "rounds": args.rounds,
         "eval_episodes": base.evaluation.episodes,
         "eval_seeds": [base.evaluation.seed, base.evaluation.seed + base.evaluation.episodes - 1],
         "operator_budget_s_per_round": args.operator_budget_s,
-        "base_success": base_rate,
+        "judged_on": "final_test" if base_test is not None else "promotion_seeds",
+        "base_success": base_eval["success_rate"],
         "base_ci95": base_eval["ci95"],
+        "base_final_test_success": base_test["success_rate"] if base_test else None,
+        "base_final_test_ci95": base_test["ci95"] if base_test else None,
         "methods": results,
         "best_method": best,
     }
     if best is not None:
-        final = results[best]["final_success"]
+        final = results[best][judged]
         figures["best_vs_base"] = round(final / base_rate, 3) if base_rate else None
         figures["best_gain_points"] = round(100 * (final - base_rate), 1)
-    if "hitl_bc" in results and results["hitl_bc"]["final_success"]:
+    if "hitl_bc" in results and results["hitl_bc"][judged]:
         for method in ("critic_cut", "habc"):
             if method in results:
-                ratio = results[method]["final_success"] / results["hitl_bc"]["final_success"]
+                ratio = results[method][judged] / results["hitl_bc"][judged]
                 figures[f"{method}_vs_hitl_bc"] = round(ratio, 3)
     if "more_demos" in results:  # the user's question: an operator-hour on the fleet, or on demonstrations?
-        demo_gain = results["more_demos"]["final_success"] - base_rate
+        demo_gain = results["more_demos"][judged] - base_rate
         for method, result in results.items():
             if method != "more_demos" and demo_gain > 0:
-                result["gain_vs_more_demos"] = round((result["final_success"] - base_rate) / demo_gain, 3)
+                result["gain_vs_more_demos"] = round((result[judged] - base_rate) / demo_gain, 3)
     figures["wall_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(figures))
 

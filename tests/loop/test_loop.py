@@ -89,6 +89,10 @@ def test_debug_loop_runs_two_rounds_and_resumes_after_a_kill(tmp_path: Path) -> 
     }
     summary = json.loads((run / "summary.json").read_text())
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
+    # every policy also met the final-test seeds, after every decision, and the run's figure is its winner's there
+    assert [r["final_test"]["seeds"] for r in summary["rounds"]] == [list(range(200_000, 200_004))] * 3
+    assert final["final_test_success"] == summary["final"]["final_test"]["success_rate"]
+    assert all(s not in starts[: starts.index("round_2.decide")] for s in ("base_final_test", "round_1.final_test"))
     assert (run / "report.md").is_file() and (run / "plots" / "success_rate.png").is_file()
     decisions = _events(run, "policy_promoted") + _events(run, "policy_discarded")
     assert len(decisions) == 2
@@ -131,6 +135,7 @@ def test_a_run_folder_refuses_a_different_config(tmp_path: Path) -> None:
         ({"seed_first_round": True}, "seed_first_round"),
         ({"seed_first_round": True, "seed_from": "x", "method": "reguide"}, "seed_first_round"),
         ({"evaluation": {"episodes": 0}}, "episodes"),
+        ({"final_test": {"seed": 100_002}}, "final_test.seed: got 100002; the final-test seeds must start at or above"),
         ({"task": "LiftCub"}, "task: unknown task 'LiftCub'; valid task ids: vla_recover/LiftCube-v0"),
         ({"task_config": {"bogus": 1}}, "bogus"),
     ],

@@ -134,3 +134,11 @@ def test_a_more_demos_round_shows_the_demonstrations_its_human_time_bought(
         r["demos"], r["segments"] = {"episodes": 7, "successes": 7, "human_s": 36.4}, {}
     text = write_report(tmp_path, summary).read_text()
     assert text.count("| 7 demos |") == 3 and text.count("demonstrator 36.4") == 3
+
+
+def test_final_test_figures_sit_beside_the_promotion_figures(tmp_path: Path, summary: dict[str, Any]) -> None:
+    summary.update(final_test_episodes=200, final_test_seed=200_000)
+    summary["rounds"][2]["final_test"] = _eval(171, 0.80, 0.89, episodes=200)
+    text = write_report(tmp_path, summary).read_text()
+    assert "seeds 200000…200199, disjoint from the promotion seeds" in text
+    assert "| 62.0% [50.0%, 75.0%] | 85.5% [80.0%, 89.0%] |" in text  # round 2: promotion, then final test

@@ -83,4 +83,10 @@ def loop(
         with progress_bar() as progress:
             summary = LoopRun(cfg, _RichReporter(progress)).run()
     console.print(f"report: {cfg.run_dir / 'report.md'}")
-    print(json.dumps({"run": str(cfg.run_dir), **summary["final"]}))
+    final = summary["final"]
+    figures = {"run": str(cfg.run_dir), "policy": final["policy"], "success_rate": final["success_rate"]}
+    if final["final_test"] is not None:  # the figure to judge the run by: seeds no decision has seen
+        figures.update(
+            final_test_success=final["final_test"]["success_rate"], final_test_ci95=final["final_test"]["ci95"]
+        )
+    print(json.dumps(figures))

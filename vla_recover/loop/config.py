@@ -19,7 +19,7 @@ from vla_recover.train.dataset import DatasetConfig
 from vla_recover.train.trainer import TrainConfig
 from vla_recover.train.weighting import WEIGHTERS
 
-__all__ = ["BASE_FIELDS", "FIRST_ROUND_FIELDS", "EvalConfig", "LoopConfig", "MoreDemosConfig"]
+__all__ = ["BASE_FIELDS", "FIRST_ROUND_FIELDS", "EvalConfig", "FinalTestConfig", "LoopConfig", "MoreDemosConfig"]
 
 # What the demos, the base policy and its evaluation depend on: a run seeded from another must agree on these.
 BASE_FIELDS = ("task", "task_config", "demos", "base_train", "evaluation")
@@ -38,9 +38,18 @@ class DemoConfig(FrozenConfig):
 
 
 class EvalConfig(FrozenConfig):
+    """The promotion seeds: every candidate and the base are evaluated on them, and promotion decides on them."""
+
     episodes: int = Field(default=100, ge=1, le=100_000)
     seed: int = Field(default=100_000, ge=0, description="first held-out seed; fleet seeds must stay below it")
     batch: int = Field(default=50, ge=1, le=1000)
+
+
+class FinalTestConfig(FrozenConfig):
+    """Seeds disjoint from the promotion seeds: the figures a run is judged by, never seen by what chose its winner."""
+
+    episodes: int = Field(default=200, ge=0, le=100_000, description="0: no final test")
+    seed: int = Field(default=200_000, ge=0, description="first final-test seed, above the promotion seeds")
 
 
 class MoreDemosConfig(FrozenConfig):
@@ -109,7 +118,8 @@ class LoopConfig(FrozenConfig):
     )
     retrain: dict[str, Any] = Field(
         default_factory=lambda: {"steps": 600, "warmup_steps": 50, "lr": 2e-4},
-        description="TrainConfig fields that differ for the per-round retraining",
+        description="TrainConfig fields that differ when a round fine-tunes (one recipe for every fine-tuning "
+        "method); a round that trains from scratch uses base_train",
     )
     retrain_from: Literal["current", "scratch"] = Field(
         default="current", description="each round fine-tunes the current version, or trains from scratch"
@@ -150,6 +160,7 @@ class LoopConfig(FrozenConfig):
     reguide: ReGuideLoopConfig = ReGuideLoopConfig()
     more_demos: MoreDemosConfig = MoreDemosConfig()
     evaluation: EvalConfig = EvalConfig()
+    final_test: FinalTestConfig = FinalTestConfig()
     promotion: PromotionConfig = PromotionConfig()
 
     @property
@@ -211,6 +222,12 @@ class LoopConfig(FrozenConfig):
             raise ValueError(
                 f"fleet.seed / fleet_seed_stride: round {self.rounds} reaches seed {last_seed}, into the held-out "
                 f"evaluation seeds starting at {self.evaluation.seed}"
+            )
+        promotion_end, final = self.evaluation.seed + self.evaluation.episodes, self.final_test
+        if final.episodes and final.seed < promotion_end:
+            raise ValueError(
+                f"final_test.seed: got {final.seed}; the final-test seeds must start at or above {promotion_end}, "
+                f"past the promotion seeds {self.evaluation.seed}..{promotion_end - 1} (and every fleet seed)"
             )
         if self.seed_first_round and self.seed_from is None:
             raise ValueError("seed_first_round: needs seed_from (the run whose first round to take)")

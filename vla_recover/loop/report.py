@@ -102,6 +102,7 @@ class Round(_Section):
     decision: Decision | None = None
     fleet: Fleet | None = None
     demos: Demos | None = None
+    final_test: EvalResult | None = None
     segments: dict[str, float] = {}
     train: Train | None = None
     guided: Guided | None = None
@@ -113,6 +114,8 @@ class LoopSummary(_Section):
     method: str | None = None
     eval_episodes: int | None = None
     eval_seed: int | None = None
+    final_test_episodes: int | None = None
+    final_test_seed: int | None = None
     rounds: list[Round] = Field(min_length=1)
     timings_s: dict[str, float] = {}
 
@@ -332,6 +335,12 @@ def _draw_plots(view: _View, plots_dir: Path, name: str) -> list[tuple[_Plot, Pa
 # ---------------------------------------------------------------- markdown
 
 
+def _success_with_interval(result: EvalResult | None) -> str:
+    if result is None:
+        return "–"
+    return f"{_pct(result.success_rate)} [{_pct(result.ci95[0])}, {_pct(result.ci95[1])}]"
+
+
 def _round_rows(view: _View) -> list[list[str]]:
     base = view.base_throughput()
     rows = []
@@ -344,7 +353,7 @@ def _round_rows(view: _View) -> list[list[str]]:
         robot = view.robot_rate(r)
         gain = f"{robot / base:.2f}×" if robot is not None and base else "–"
         rows.append([
-            str(r.round), f"`{r.policy}`", f"{_pct(e.success_rate)} [{_pct(e.ci95[0])}, {_pct(e.ci95[1])}]",
+            str(r.round), f"`{r.policy}`", _success_with_interval(e), _success_with_interval(r.final_test),
             "yes" if r.promoted else "no", f"`{r.current}`" if r.current else "–",
             episodes, _num(f.interventions if f else None), roles,
             _num(view.operator_rate(r)), _num(f.successes_per_present_hour if f else None), _num(robot), gain,
@@ -425,6 +434,16 @@ def _timings(timings: dict[str, float]) -> list[str]:
     return _table(["step", "wall time", "share"], [*rows, ["**total**", f"**{_duration(total)}**", ""]])
 
 
+def _final_test_line(summary: LoopSummary) -> list[str]:
+    if not summary.final_test_episodes or summary.final_test_seed is None:
+        return []
+    last = summary.final_test_seed + summary.final_test_episodes - 1
+    return [
+        f"- **final test**: {summary.final_test_episodes} episodes per policy, seeds {summary.final_test_seed}…{last}, "
+        "disjoint from the promotion seeds: the figures to judge the run by"
+    ]
+
+
 def _markdown(summary: LoopSummary, view: _View, plots: list[tuple[_Plot, Path | None]], run_dir: Path) -> str:
     response = _response_rows(view)
     seeds = "–" if summary.eval_seed is None else f"from {summary.eval_seed}"
@@ -433,10 +452,12 @@ def _markdown(summary: LoopSummary, view: _View, plots: list[tuple[_Plot, Path |
     lines = [
         f"# Post-training report: {summary.name}", "",
         f"- **task**: {summary.task or '–'}", f"- **method**: {summary.method or '–'}",
-        f"- **evaluation**: {_num(summary.eval_episodes)} episodes per policy, seeds {seeds}",
+        f"- **evaluation** (promotion): {_num(summary.eval_episodes)} episodes per policy, seeds {seeds}",
+        *_final_test_line(summary),
         f"- **rounds**: {len(view.rounds) - 1} after the base policy", "",
         "## Rounds", "",
-        *_table(["round", "policy", "success (95% CI)", "promoted", "current after", "fleet episodes",
+        *_table(["round", "policy", "success (95% CI)", "final test (95% CI)", "promoted", "current after",
+                 "fleet episodes",
                  "interventions", "operator s by role", "successes / operator-h", "successes / present operator-h",
                  "successes / robot-h", "throughput vs base"], _round_rows(view)),
         "", "Successes per operator-hour is the return on human effort, counting the seconds operators were busy; per "

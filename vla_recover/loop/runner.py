@@ -121,6 +121,8 @@ class LoopRun:
         missing = [step for step in steps if step not in finished]
         if missing:
             raise ValueError(f"seed_from: {source} has not finished {missing}; run it first")
+        if "base_final_test" in finished and theirs.get("final_test") == ours["final_test"]:
+            steps += ("base_final_test",)
         shutil.copytree(source / "store", self.store_path)
         if self.config.seed_first_round:  # round 2's floor operator may watch it
             shutil.copytree(source / "critics" / "round_1", self._critic_dir(1), dirs_exist_ok=True)
@@ -181,7 +183,7 @@ class LoopRun:
                 )
             ids, init, share = self._training_set(demo_ids, gathered, current)
             trained = self.step(
-                f"{prefix}.train", partial(self._train, prefix, ids, init, share), total=self._steps(True)
+                f"{prefix}.train", partial(self._train, prefix, ids, init, share), total=self._steps(init is not None)
             )
             candidate = self.step(
                 f"{prefix}.eval", partial(self._evaluate, trained["policy"]), total=cfg.evaluation.episodes
@@ -191,6 +193,12 @@ class LoopRun:
             )
             if decision["promote"]:
                 current, current_eval = trained["policy"], candidate
+        if cfg.final_test.episodes:  # after every decision: no choice ever reads these seeds
+            final = partial(self._evaluate, seeds=self._final_test_seeds())
+            self.step("base_final_test", partial(final, base["policy"]), total=cfg.final_test.episodes)
+            for r in range(1, cfg.rounds + 1):
+                policy = str(self.dir / "policies" / f"round_{r}" / "policy")
+                self.step(f"round_{r}.final_test", partial(final, policy), total=cfg.final_test.episodes)
         summary = self.summary()
         self.step("report", partial(self._report, summary))
         return summary
@@ -230,7 +238,7 @@ class LoopRun:
         config = self.config.train_config(
             self.store_path,
             out,
-            retrain=name != "base",
+            retrain=init_from is not None,  # fine-tuning's recipe; a policy trained from scratch gets the base's
             select={"episodes": tuple(episode_ids)},
             weighting=self.config.dataset_config(demo_share) if name != "base" else {},
             init_from=init_from,
@@ -248,13 +256,18 @@ class LoopRun:
             "weights": trainer.weight_stats,
         }
 
-    def _evaluate(self, policy_dir: str) -> dict[str, Any]:
+    def _final_test_seeds(self) -> list[int]:
+        final = self.config.final_test
+        return list(range(final.seed, final.seed + final.episodes))
+
+    def _evaluate(self, policy_dir: str, seeds: list[int] | None = None) -> dict[str, Any]:
+        """Success on ``seeds``; by default the promotion seeds."""
         from vla_recover.evaluate import evaluate_policy, running_totals
         from vla_recover.policies.common.checkpoint import load_policy
 
         cfg = self.config.evaluation
         policy, embedder, _ = load_policy(policy_dir)
-        seeds = list(range(cfg.seed, cfg.seed + cfg.episodes))
+        seeds = seeds if seeds is not None else list(range(cfg.seed, cfg.seed + cfg.episodes))
         count = running_totals(lambda done, successes: self.reporter.advance(done, f"{successes} successes"))
         tolerance = self.config.fleet_config(self.store_path, Path(policy_dir), 0, {}).policy_action_tolerance
         return evaluate_policy(
@@ -427,6 +440,11 @@ class LoopRun:
             if "guided" in collected:
                 entry["guided"] = collected["guided"]
             rounds.append(entry)
+        final_tests = {"base": results.get("base_final_test")}
+        final_tests.update({f"round_{r}": results.get(f"round_{r}.final_test") for r in range(1, cfg.rounds + 1)})
+        for entry in rounds:
+            if final_tests[entry["policy"]] is not None:
+                entry["final_test"] = final_tests[entry["policy"]]
         timings = {name: result["wall_s"] for name, result in results.items() if "wall_s" in result}
         return {
             "name": cfg.name,
@@ -434,9 +452,11 @@ class LoopRun:
             "method": cfg.method,
             "eval_episodes": cfg.evaluation.episodes,
             "eval_seed": cfg.evaluation.seed,
+            "final_test_episodes": cfg.final_test.episodes,
+            "final_test_seed": cfg.final_test.seed,
             "rounds": rounds,
             "timings_s": timings,
-            "final": {"policy": current, "success_rate": current_rate},
+            "final": {"policy": current, "success_rate": current_rate, "final_test": final_tests[current]},
         }
 
 
