@@ -72,6 +72,14 @@ LOOP_METHODS: dict[str, LoopMethod] = {
             shares={"demos": 1.0, "human": 1.0, "autonomous": 1.0},
         ),
         LoopMethod(
+            "critic_cut_gt",
+            "HELP (VLAC-CUT), cut by ground truth",
+            "critic_cut with the simulator's progress in place of the critic's: how much the critic's cut costs",
+            weighter="bc",
+            retention="ground_truth",
+            shares={"demos": 1.0, "human": 1.0, "autonomous": 1.0},
+        ),
+        LoopMethod(
             "awr",
             "AWR",
             "the demos and the fleet's episodes, weighted by exp(advantage / beta) from a learned value",
