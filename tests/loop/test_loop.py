@@ -195,8 +195,13 @@ def test_a_run_saved_before_a_new_field_resumes(tmp_path: Path) -> None:
     LoopRun(config)
     saved = tmp_path / "run" / "config.json"
     older = {k: v for k, v in json.loads(saved.read_text()).items() if k != "seed_first_round"}
+    del older["demos"]["conditions"]  # a section's field, too
     saved.write_text(json.dumps(older))
-    LoopRun(config)  # the missing field reads as its default
+    LoopRun(config)  # the missing fields read as their defaults
+    older["fleet"] = {**older["fleet"], "robots": 3}
+    saved.write_text(json.dumps(older))
+    with pytest.raises(ValueError, match=r"fields \['fleet'\] differ"):
+        LoopRun(config)  # a free-form section is compared as saved
 
 
 def test_quickstart_yaml_is_the_embedded_default() -> None:

@@ -61,3 +61,20 @@ def test_more_demos_spends_the_round_human_time_on_demonstrations(tmp_path: Path
     assert sum(costs[:-1]) < 10.0 <= sum(costs)  # recorded until the time was spent, and no further
     seeds = [row.info["seed"] for row in kept]
     assert seeds == list(range(1000, 1000 + len(kept)))  # the seeds round 1's fleet would have started at
+
+
+@pytest.mark.parametrize(("name", "injected"), [("more_demos", False), ("more_demos_perturbed", True)])
+def test_demonstrations_meet_the_task_failures_only_when_the_method_says(
+    tmp_path: Path, name: str, injected: bool
+) -> None:
+    failures = [{"kind": "push", "phase": "reach", "probability": 1.0}]
+    raw = {**load_yaml(DEBUG), "method": name, "out": str(tmp_path / "run"),
+           "task_config": {"horizon": 60, "failures": failures},
+           "more_demos": {"human_s_per_round": 1.0, "batch": 2}}  # fmt: skip
+    config = validate_config(LoopConfig, raw)
+    assert config.demo_task_config(config.demos.conditions) == {"horizon": 60}  # the base demos: nominal
+    run = LoopRun(config)
+    bought = run._more_demos(1)
+    with EpisodeStore(run.store_path) as store:
+        fired = [bool(row.info["failures"]) for row in store.episodes() if row.id in bought["episode_ids"]]
+    assert fired and all(f == injected for f in fired)

@@ -35,6 +35,11 @@ class DemoConfig(FrozenConfig):
     seed: int = Field(default=0, ge=0)
     expert: ExpertConfig = ExpertConfig(action_noise=0.3, hesitation_prob=0.05, grasp_miss_prob=0.3)
     workers: int = Field(default=2, ge=1, le=64)
+    conditions: Literal["nominal", "task"] = Field(
+        default="nominal",
+        description="nominal: recorded without the task_config's injected failures, as demonstrations usually are; "
+        "task: under them, as the fleet and the evaluation meet the task",
+    )
 
 
 class EvalConfig(FrozenConfig):
@@ -171,6 +176,13 @@ class LoopConfig(FrozenConfig):
         raw = {**self.base_train, **(self.retrain if retrain else {})}
         section = "retrain" if retrain else "base_train"  # base_train is checked first, so its errors name it
         return validate_nested(TrainConfig, {**raw, "data": data, "out": out, **loop_fields}, section)
+
+    def demo_task_config(self, conditions: Literal["nominal", "task"]) -> dict[str, Any]:
+        """The task settings demonstrations are recorded under: the fleet's and evaluation's, or those without
+        their injected failures."""
+        if conditions == "task":
+            return dict(self.task_config)
+        return {k: v for k, v in self.task_config.items() if k != "failures"}
 
     def fleet_config(
         self, store: Path, policy: Path, round_index: int, tags: dict[str, Any], critic: Path | None = None

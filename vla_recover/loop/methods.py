@@ -28,6 +28,7 @@ class LoopMethod:
     start: Literal["config", "scratch"] = "config"  # config: LoopConfig.retrain_from; scratch: every round
     guided: bool = False  # the fleet runs ReGuide's guided chunks, and only their successful episodes are absorbed
     rounds_collect: Literal["fleet", "demos"] = "fleet"  # demos: the round's human time buys demonstrations instead
+    demo_conditions: Literal["nominal", "task"] = "nominal"  # where those demonstrations are recorded
 
 
 LOOP_METHODS: dict[str, LoopMethod] = {
@@ -107,6 +108,14 @@ LOOP_METHODS: dict[str, LoopMethod] = {
             "teleoperator's demonstrator (an episode plus a reset each), fine-tuned in beside the demos",
             weighter="bc",
             rounds_collect="demos",
+        ),
+        LoopMethod(
+            "more_demos_perturbed",
+            "the stronger reference",
+            "more_demos recorded under the task's injected failures, so the demonstrator shows its own recoveries",
+            weighter="bc",
+            rounds_collect="demos",
+            demo_conditions="task",
         ),
     )
 }

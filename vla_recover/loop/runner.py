@@ -17,6 +17,8 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Protocol
 
+from pydantic import BaseModel
+
 from vla_recover.critic.train import CriticTrainConfig
 from vla_recover.data import EpisodeStore
 from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig
@@ -85,8 +87,8 @@ class LoopRun:
         config_json = self.config.model_dump(mode="json")
         saved = self.dir / "config.json"
         if saved.is_file():
-            # a field added since the run was saved reads as its default (which keeps the behaviour it ran with)
-            before = {**LoopConfig().model_dump(mode="json"), **json.loads(saved.read_text())}
+            # a field added since the run was saved, nested or not, reads as its default (the behaviour it ran with)
+            before = _with_defaults(json.loads(saved.read_text()))
             if before != config_json:
                 changed = sorted(k for k in set(before) | set(config_json) if before.get(k) != config_json.get(k))
                 raise ValueError(
@@ -108,7 +110,7 @@ class LoopRun:
         saved = source / "config.json"
         if not saved.is_file() or not (source / "store" / "index.sqlite").is_file():
             raise FileNotFoundError(f"seed_from: {source} is not a loop run folder (no config.json or store)")
-        theirs, ours = json.loads(saved.read_text()), self.config.model_dump(mode="json")
+        theirs, ours = _with_defaults(json.loads(saved.read_text())), self.config.model_dump(mode="json")
         differ = [k for k in BASE_FIELDS if theirs.get(k) != ours.get(k)]
         if differ:
             raise ValueError(f"seed_from: {source} was run with different {differ}; its base policy does not apply")
@@ -219,7 +221,7 @@ class LoopRun:
             episodes=cfg.demos.episodes,
             seed=cfg.demos.seed,
             expert=cfg.demos.expert,
-            task_config=cfg.task_config,
+            task_config=cfg.demo_task_config(cfg.demos.conditions),
             out=self.store_path,
             workers=cfg.demos.workers,
         )
@@ -316,7 +318,8 @@ class LoopRun:
         spent, successes = 0.0, 0
         while spent < budget.human_s_per_round:
             collect = CollectConfig(
-                task=cfg.task, episodes=budget.batch, seed=seed, expert=budget.expert, task_config=cfg.task_config,
+                task=cfg.task, episodes=budget.batch, seed=seed, expert=budget.expert,
+                task_config=cfg.demo_task_config(cfg.loop_method.demo_conditions),
                 out=self.store_path, workers=cfg.demos.workers,
             )  # fmt: skip
             ids, _ = collect_demos(collect)
@@ -458,6 +461,18 @@ class LoopRun:
             "timings_s": timings,
             "final": {"policy": current, "success_rate": current_rate, "final_test": final_tests[current]},
         }
+
+
+def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved run config with every field added since it was saved at its default, in its sections too (a
+    free-form dict such as ``fleet`` is kept as saved: it has no defaults to add)."""
+    defaults = LoopConfig().model_dump(mode="json")
+    merged = {**defaults, **saved}
+    for name, field in LoopConfig.model_fields.items():
+        section = isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+        if section and isinstance(merged.get(name), dict):
+            merged[name] = {**defaults[name], **merged[name]}
+    return merged
 
 
 def _zero_fraction(train: dict[str, Any]) -> float:
