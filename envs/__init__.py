@@ -32,6 +32,7 @@ __all__ = [
     "EXPERTS",
     "TASKS",
     "checked_task",
+    "control_period",
     "gym_id",
     "load_task_config",
     "make_expert",
@@ -83,6 +84,12 @@ def checked_task(task: str, task_config: Any = None) -> str:
         raise ValueError(f"task: {exc.args[0]}") from None
     load_task_config(name, task_config or None)
     return name
+
+
+def control_period(task: str, task_config: dict[str, Any]) -> float:
+    """Seconds per control step: the task's ``control_freq`` setting where it has one, else its class's rate."""
+    task_cls = TASKS.get(resolve_task_name(task)).load()
+    return 1.0 / float(task_config.get("control_freq", task_cls.CONTROL_HZ))
 
 
 def load_task_config(task: str, config: Any = None) -> TaskConfig:

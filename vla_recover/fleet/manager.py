@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from vla_recover.data import EpisodeStore
-from vla_recover.envs import TASKS, resolve_task_name
+from vla_recover.envs import TASKS, control_period, resolve_task_name
 from vla_recover.execution import INITIAL_GRIP, chunk_seed
 from vla_recover.fleet.accounting import EffortLedger
 from vla_recover.fleet.actions import ActionGate
@@ -49,7 +49,7 @@ class FleetManager:
         self.task = resolve_task_name(config.task)
         task_cls = TASKS.get(self.task).load()
         self.phases: tuple[str, ...] = tuple(task_cls.PHASES)
-        self.dt = 1.0 / float(config.task_config.get("control_freq", task_cls.CONTROL_HZ))
+        self.dt = control_period(self.task, config.task_config)
         self.action_dim = int(task_cls.GRIPPER_INDEX) + 1  # every task's action ends with its gripper command
         self.ticks = 0
         self.ledger = EffortLedger()

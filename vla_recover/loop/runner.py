@@ -309,11 +309,12 @@ class LoopRun:
     def _more_demos(self, round_index: int) -> dict[str, Any]:
         """Demonstrations in seed order until the round's human time is spent (each costs its episode and a reset),
         from the seeds the round's fleet would have started at."""
+        from vla_recover.envs import control_period
         from vla_recover.rollout import CollectConfig, collect_demos
 
         cfg, budget = self.config, self.config.more_demos
         seed = cfg.fleet_config(self.store_path, self.dir, round_index, {}).seed
-        period = self._control_period()
+        period = control_period(cfg.task, cfg.task_config)
         kept: list[int] = []
         spent, successes = 0.0, 0
         while spent < budget.human_s_per_round:
@@ -334,12 +335,6 @@ class LoopRun:
                 kept.append(row.id)
             self.reporter.advance(len(kept), f"{spent:.0f} of {budget.human_s_per_round:.0f} human-s")
         return {"episode_ids": kept, "episodes": len(kept), "successes": successes, "human_s": round(spent, 1)}
-
-    def _control_period(self) -> float:
-        from vla_recover.envs import TASKS, resolve_task_name
-
-        task_cls = TASKS.get(resolve_task_name(self.config.task)).load()
-        return 1.0 / float(self.config.task_config.get("control_freq", task_cls.CONTROL_HZ))
 
     def _guided_source(self, round_index: int, policy_dir: str) -> Any:
         """ReGuide for this round: dynamics and phase targets from every finished step's data so far."""

@@ -113,8 +113,9 @@ def build_step_weights(
     eligible = table.included & table.chosen & retained
     weighter = build_weighter(config.weighter, config.weighter_config)
     weights = weighter.weights(table, eligible)
-    if config.demo_share is not None:
-        weights = _rebalance(weights, table.demo, config.demo_share)
+    if config.demo_share is not None:  # the demos' share; the rest keep their ratio among themselves
+        demo_share = config.demo_share
+        weights = _share_out(weights, {"demos": (table.demo, demo_share), "rest": (~table.demo, 1 - demo_share)})
     if config.shares is not None:
         sources = {"demos": table.demo, "human": table.human, "autonomous": table.executed}
         weights = _share_out(weights, {name: (sources[name], share) for name, share in config.shares.items()})
@@ -144,15 +145,4 @@ def _share_out(weights: np.ndarray, sources: dict[str, tuple[np.ndarray, float]]
         return weights  # nothing named has weight: there is nothing to share out
     for mask, share in present.values():
         out[mask] = weights[mask] * (share / share_sum) * total / float(weights[mask].sum())
-    return out
-
-
-def _rebalance(weights: np.ndarray, demo: np.ndarray, share: float) -> np.ndarray:
-    demo_mass, rest_mass = float(weights[demo].sum()), float(weights[~demo].sum())
-    if demo_mass == 0 or rest_mass == 0:
-        return weights  # one side is empty: there is nothing to mix
-    total = demo_mass + rest_mass
-    out = weights.copy()
-    out[demo] *= share * total / demo_mass
-    out[~demo] *= (1 - share) * total / rest_mass
     return out
