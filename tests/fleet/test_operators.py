@@ -223,3 +223,29 @@ def test_a_person_watching_beside_the_critic_sees_what_the_critic_misses() -> No
         config = FloorOperatorConfig(detector=detector, reaction_s=1.0, critic_smooth_steps=1)  # type: ignore[arg-type]
         _run(fleet, SimFloorOperator(config), fail_at=0.0, until=2.0)  # the ground truth sees b drop the cube
         assert fleet.calls == expected, detector
+
+
+def test_human_effort_is_counted_step_by_step_and_returned_as_rohe(tmp_path: Path) -> None:
+    from vla_recover.data import EpisodeStore
+    from vla_recover.data.schema import ACTORS
+
+    summary = build_fleet(_config(tmp_path, floor_operator={"resets": "automatic"})).run()
+    with EpisodeStore(tmp_path / "store") as store:
+        actors = [ACTORS[a] for _, columns in store.iter_episodes() for a in columns["actor"]]
+    assert summary["human_steps"] > 0  # every attempt's push is taken over
+    assert summary["human_steps"] == actors.count("human")
+    # every stored row but a rewind's restores is a step a robot executed; no attempt is left unstored here
+    assert summary["steps"] == len(actors) - actors.count("rewind")
+    assert summary["intervention_rate"] == pytest.approx(summary["human_steps"] / summary["steps"], abs=1e-4)
+    # one floor operator and one teleoperator for two robots
+    expected = summary["successes"] / (1 + summary["human_steps"]) * (2 / 2)
+    assert summary["rohe"] == pytest.approx(expected, abs=1e-4)
+
+
+def test_rohe_is_output_per_robot_over_effort_per_human_and_undefined_without_robots() -> None:
+    from vla_recover.fleet.accounting import return_on_human_effort
+
+    assert return_on_human_effort(10, 9, humans=1, robots=4) == 0.25
+    assert return_on_human_effort(10, 9, humans=2, robots=4) == 0.5  # the same effort, shared by two people
+    assert return_on_human_effort(0, 0, humans=1, robots=1) == 0.0
+    assert return_on_human_effort(3, 0, humans=1, robots=0) is None

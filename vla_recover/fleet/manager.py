@@ -418,6 +418,7 @@ class FleetManager:
         slot.branch_rows.append(len(slot.attempt))
         slot.branch_progress.append(float(info.get("progress", 0.0)))
         slot.attempt.add(slot.obs, action, actor, info, control)
+        self.ledger.count_step(actor)
         slot.grip = float(action[self.action_dim - 1]) if len(action) == self.action_dim else slot.grip
         slot.obs, slot.info = obs, info
         slot.history.append(obs)
@@ -536,7 +537,7 @@ class FleetManager:
             "wall_s": round(wall_s, 2),
             "control_steps_per_s": round(self.ticks * len(self.slots) / wall_s, 1) if wall_s else None,
             "critic": str(self.critic.directory) if self.critic is not None else None,
-            **self.ledger.summary(self.operators_present_s()),
+            **self.ledger.summary(self.operators_present_s(), len(self.operators), len(self.slots)),
             "failure_response": failure_report(self.failure_watch.failures),
         }
 
