@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vla_recover.config import load_yaml, validate_config
+from vla_recover.fleet.accounting import return_on_human_effort
 from vla_recover.loop.config import LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.runner import LineReporter, LoopRun
@@ -47,6 +48,13 @@ def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
         demos = [r["demos"] for r in rounds[1:]]
         figures["demos"] = sum(d["episodes"] for d in demos)
         figures["human_s"] = round(sum(d["human_s"] for d in demos), 1)
+        # one demonstrator at one robot, every step a human one
+        steps = sum(d.get("steps", 0) for d in demos)
+        figures["rohe"] = return_on_human_effort(sum(d["successes"] for d in demos), steps, 1, 1)
+        return figures
+    if all("oracle" in r for r in rounds[1:]):  # dagger_oracle: the expert labelled, no human time charged
+        figures["oracle_episodes"] = sum(r["oracle"]["episodes"] for r in rounds[1:])
+        figures["human_s"] = 0.0
         return figures
     fleets = [r["fleet"] for r in rounds[1:]]
     operator_s = sum(sum(f["operator_s"].values()) for f in fleets)
@@ -60,10 +68,25 @@ def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
         "operator_s": round(operator_s, 1),
         "human_s": round(sum(sum(f.get("operator_present_s", {}).values()) for f in fleets), 1),
         "successes_per_operator_hour": round(fleet_successes / (operator_s / 3600), 2) if operator_s else None,
+        "busy_s_by_role": _by_role(f["operator_s"] for f in fleets),
+        "present_s_by_role": _by_role(f.get("operator_present_s", {}) for f in fleets),
+        "human_steps": sum(f.get("human_steps", 0) for f in fleets),
+        "rohe": return_on_human_effort(
+            fleet_successes, sum(f.get("human_steps", 0) for f in fleets), fleets[0].get("operators", 0),
+            fleets[0].get("robots", 0),
+        ),
         "throughput_first_round": first,
         "throughput_last_round": last,
         "throughput_gain_over_base": round(last / first, 3) if first else None,
     }
+
+
+def _by_role(rounds: Any) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for seconds in rounds:
+        for role, s in seconds.items():
+            total[role] = round(total.get(role, 0.0) + s, 1)
+    return total
 
 
 def _demo_budget(results: dict[str, Any], rounds: int) -> float | None:

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -25,7 +25,18 @@ from vla_recover.execution import DEFAULT_ACTION_TOLERANCE, INITIAL_GRIP, chunk_
 from vla_recover.policies import Policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
-__all__ = ["evaluate_checkpoint", "evaluate_policy", "running_totals", "wilson_interval"]
+__all__ = ["EpisodeObserver", "evaluate_checkpoint", "evaluate_policy", "running_totals", "wilson_interval"]
+
+
+class EpisodeObserver(Protocol):
+    """Watches one evaluation episode: what DAgger's oracle needs to label every state the policy visits."""
+
+    def started(self, env: Any, obs: dict[str, np.ndarray], info: dict[str, Any]) -> None: ...
+
+    def acting(self, env: Any, action: np.ndarray) -> None:
+        """Called with the action the policy is about to execute, before the env steps."""
+
+    def stepped(self, obs: dict[str, np.ndarray], info: dict[str, Any], terminated: bool, truncated: bool) -> None: ...
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -72,11 +83,12 @@ def evaluate_policy(
     video_dir: Path | None = None,
     on_batch: Callable[[int, int], None] | None = None,
     action_tolerance: float = DEFAULT_ACTION_TOLERANCE,
+    observe: Callable[[int], EpisodeObserver] | None = None,
 ) -> dict[str, Any]:
     """Roll the policy out once per seed; returns counts, rate, interval, mean episode length, the per-seed
     outcomes and how many policy actions were clipped or chunks rejected (``action_tolerance``: see
     `vla_recover.execution.filtered_chunk`). ``on_batch(episodes, successes)`` is called with each finished batch's
-    counts."""
+    counts; ``observe(seed)``, when given, returns the observer of that seed's episode."""
     name = resolve_task_name(task)
     cfg = policy.config
     keys = ([cfg.state_key] if cfg.state_key else []) + list(cfg.image_keys)
@@ -87,7 +99,8 @@ def evaluate_policy(
     for lo in range(0, len(seeds), batch):
         batch_seeds = seeds[lo : lo + batch]
         envs = [make_task(name, config, render_mode="rgb_array" if video_dir else None) for _ in batch_seeds]
-        results = _run_batch(policy, embedder, envs, batch_seeds, keys, video_dir, action_tolerance, counts)
+        observers = [observe(seed) for seed in batch_seeds] if observe is not None else None
+        results = _run_batch(policy, embedder, envs, batch_seeds, keys, video_dir, action_tolerance, counts, observers)
         outcomes += [int(r[0]) for r in results]
         lengths += [r[1] for r in results]
         for env in envs:
@@ -139,12 +152,15 @@ def _run_batch(
     video_dir: Path | None,
     action_tolerance: float,
     counts: _ActionCounts,
+    observers: list[EpisodeObserver] | None = None,
 ) -> list[tuple[bool, int]]:
     cfg = policy.config
     histories: list[deque[dict[str, np.ndarray]]] = []
     instructions = []
     for env, seed in zip(envs, seeds, strict=True):
         obs, info = env.reset(seed=seed)
+        if observers is not None:
+            observers[len(histories)].started(env, obs, info)
         histories.append(deque([obs] * cfg.obs_horizon, maxlen=cfg.obs_horizon))
         instructions.append(info["instruction"])
     language = embedder.embed(instructions) if cfg.use_language else None
@@ -178,7 +194,11 @@ def _run_batch(
                 continue
             action = np.asarray(plan[i].popleft(), dtype=np.float32)  # as a fleet worker passes it to its sim
             grip[i] = float(action[-1])
+            if observers is not None:
+                observers[i].acting(env, action)
             obs, _, terminated, truncated, info = env.step(action)
+            if observers is not None:
+                observers[i].stepped(obs, info, terminated, truncated)
             histories[i].append(obs)
             if video_dir is not None:
                 frames[i].append(env.render())

@@ -196,8 +196,9 @@ def test_a_run_saved_before_a_new_field_resumes(tmp_path: Path) -> None:
     saved = tmp_path / "run" / "config.json"
     older = {k: v for k, v in json.loads(saved.read_text()).items() if k != "seed_first_round"}
     del older["demos"]["conditions"]  # a section's field, too
+    older["reguide"]["absorb"] = "ft"  # a section's field removed since (the method says it now)
     saved.write_text(json.dumps(older))
-    LoopRun(config)  # the missing fields read as their defaults
+    LoopRun(config)  # the missing fields read as their defaults, the removed one is left out
     older["fleet"] = {**older["fleet"], "robots": 3}
     saved.write_text(json.dumps(older))
     with pytest.raises(ValueError, match=r"fields \['fleet'\] differ"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vla_recover.config import ConfigError, load_yaml, validate_config
@@ -78,3 +79,53 @@ def test_demonstrations_meet_the_task_failures_only_when_the_method_says(
     with EpisodeStore(run.store_path) as store:
         fired = [bool(row.info["failures"]) for row in store.episodes() if row.id in bought["episode_ids"]]
     assert fired and all(f == injected for f in fired)
+
+
+def test_dagger_oracle_labels_every_state_the_policy_visits(tmp_path: Path) -> None:
+    from vla_recover.data.schema import ACTORS
+    from vla_recover.envs import make_expert, make_task
+
+    failures = [{"kind": "push", "phase": "reach", "probability": 1.0}]
+    raw = {**load_yaml(DEBUG), "method": "dagger_oracle", "out": str(tmp_path / "run"),
+           "task_config": {"horizon": 40, "failures": failures}}  # fmt: skip
+    run = LoopRun(validate_config(LoopConfig, raw))
+    demos = run.step("demos", run._collect_demos)
+    policy = run.step("base_train", lambda: run._train("base", demos["episode_ids"], None))["policy"]
+    labelled = run._oracle(1, policy)
+    # the policy ran the round's seeds as evaluation runs it, under the task's failures: the same outcomes
+    evaluation = run._evaluate(policy, seeds=list(range(1000, 1004)))
+    with EpisodeStore(run.store_path) as store:
+        rows = [row for row in store.episodes() if row.id in set(labelled["episode_ids"])]
+        first_actions = {row.info["seed"]: store.episode(row.id)["action"][0] for row in rows}
+        actors = {ACTORS[a] for row in rows for a in store.episode(row.id)["actor"]}
+    assert [row.info["seed"] for row in rows] == list(range(1000, 1004))  # round 1's fleet seeds, fleet's count
+    assert [row.outcome == "success" for row in rows] == [bool(o) for o in evaluation["outcomes"]]
+    assert labelled["successes"] == evaluation["successes"] and all(row.info["failures"] for row in rows)
+    assert actors == {"scripted"} and all(row.info["oracle_labelled"] and row.info["loop_round"] == 1 for row in rows)
+    assert labelled["steps"] == sum(row.length for row in rows) and labelled["mean_label_gap"] > 0
+    # each label is the perfect expert's action in the state the policy was in: the first one, checked afresh
+    env = make_task("LiftCube", {"horizon": 40, "failures": failures})
+    try:
+        env.reset(seed=1001)
+        expected = make_expert("LiftCube", env, None, seed=1001)()
+    finally:
+        env.close()
+    np.testing.assert_allclose(first_actions[1001], expected, atol=1e-6)
+    # the next round trains on the demos and every labelled episode, fine-tuning the current policy
+    ids, init, _ = run._training_set(demos["episode_ids"], [labelled], policy)
+    assert ids == demos["episode_ids"] + labelled["episode_ids"] and init == policy
+
+
+@pytest.mark.parametrize(("name", "init", "share"), [("reguide", "runs/current", 0.2), ("reguide_fs", None, None)])
+def test_reguide_absorbs_only_guided_successes_by_fine_tuning_or_from_scratch(
+    tmp_path: Path, name: str, init: str | None, share: float | None
+) -> None:
+    from vla_recover.data import EpisodeData
+
+    run = LoopRun(validate_config(LoopConfig, {**load_yaml(DEBUG), "method": name, "out": str(tmp_path / "run")}))
+    steps = {"obs.state": np.zeros((3, 4), np.float32), "action": np.zeros((3, 5), np.float32)}
+    with EpisodeStore(run.store_path, mode="a") as store:
+        won, lost = (store.append_episode(EpisodeData("LiftCube", steps, outcome=o, actor="guided"))
+                     for o in ("success", "failure"))  # fmt: skip
+    ids, start, demo_share = run._training_set([0, 1], [{"episode_ids": [won, lost]}], "runs/current")
+    assert ids == [0, 1, won] and (start, demo_share) == (init, share)

@@ -32,6 +32,7 @@ def _round(index: int, successes: int, promoted: bool, current: str, **extra: An
         "operator_s": {"floor": 120.0, "teleop": 60.0 - 10 * index}, "robot_hours": 0.2, "wall_s": 40.0,
         "control_steps_per_s": 900.0, "successes_per_robot_hour": 50.0 + 10 * index,
         "successes_per_operator_hour": 200.0 + 20 * index, "successes_per_present_hour": 31.5 + index,
+        "human_steps": 100 * index, "rohe": round((10 + index) / (1 + 100 * index) * 3 / 8, 4),
         "outcomes": {"success": 10 + index, "failure": 14 - index},
     }  # fmt: skip
     return {
@@ -80,6 +81,7 @@ def test_full_summary_writes_every_round_and_valid_pngs(tmp_path: Path, summary:
     assert "-5.0 pp" in text and "90.0% confidence" in text
     assert "20 of 100 chunks" in text
     assert "| 32.5 |" in text and "present operator-h" in text  # round 1's operators, paid for their whole shift
+    assert "| 0.041 |" in text and "ROHE" in text  # round 1: three people, eight robots, 11 successes, 100 human steps
     assert "525.0 s" not in text and "8.8 min" in text  # total time, in minutes
 
 

@@ -29,9 +29,7 @@ class EffortLedger:
         self.steps += 1
         self.human_steps += actor == "human"
 
-    def summary(
-        self, present_s: dict[str, float] | None = None, humans: int = 0, robots: int = 0
-    ) -> dict[str, Any]:
+    def summary(self, present_s: dict[str, float] | None = None, humans: int = 0, robots: int = 0) -> dict[str, Any]:
         """``present_s``: role → seconds its operators were on shift (busy or watching), as a wage is paid;
         ``humans`` and ``robots``: how many of each the fleet had (ROHE scales by their ratio)."""
         operator_hours = sum(self.operator_s.values()) / 3600.0

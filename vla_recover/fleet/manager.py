@@ -533,6 +533,7 @@ class FleetManager:
         return {
             "task": self.task,
             "robots": len(self.slots),
+            "operators": len(self.operators),
             "sim_s": round(self.now(), 2),
             "wall_s": round(wall_s, 2),
             "control_steps_per_s": round(self.ticks * len(self.slots) / wall_s, 1) if wall_s else None,

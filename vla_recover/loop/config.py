@@ -19,7 +19,15 @@ from vla_recover.train.dataset import DatasetConfig
 from vla_recover.train.trainer import TrainConfig
 from vla_recover.train.weighting import WEIGHTERS
 
-__all__ = ["BASE_FIELDS", "FIRST_ROUND_FIELDS", "EvalConfig", "FinalTestConfig", "LoopConfig", "MoreDemosConfig"]
+__all__ = [
+    "BASE_FIELDS",
+    "FIRST_ROUND_FIELDS",
+    "EvalConfig",
+    "FinalTestConfig",
+    "LoopConfig",
+    "MoreDemosConfig",
+    "OracleConfig",
+]
 
 # What the demos, the base policy and its evaluation depend on: a run seeded from another must agree on these.
 BASE_FIELDS = ("task", "task_config", "demos", "base_train", "evaluation")
@@ -76,11 +84,20 @@ class MoreDemosConfig(FrozenConfig):
     )
 
 
-class ReGuideLoopConfig(FrozenConfig):
-    absorb: Literal["ft", "fs"] = Field(
-        default="ft", description="ft: fine-tune the current policy (demos 0.2 : successes 0.8); fs: from scratch"
+class OracleConfig(FrozenConfig):
+    """The ``dagger_oracle`` bound: the scripted expert labels every state the current policy visits."""
+
+    episodes: int | None = Field(
+        default=None, ge=1, le=100_000, description="policy episodes a round labels; default: the fleet's episodes"
     )
-    demo_share: float = Field(default=0.2, gt=0.0, lt=1.0)
+    expert: ExpertConfig = Field(default=ExpertConfig(), description="the oracle; default: the perfect expert")
+
+
+class ReGuideLoopConfig(FrozenConfig):
+    """ReGuide's loop settings; whether its rounds fine-tune (``reguide``) or train from scratch (``reguide_fs``) is
+    the method's."""
+
+    demo_share: float = Field(default=0.2, gt=0.0, lt=1.0, description="the demos' share when fine-tuning")
     guidance: dict[str, Any] = Field(default_factory=dict, description="vla_recover.reguide.ReGuideConfig fields")
 
 
@@ -164,6 +181,7 @@ class LoopConfig(FrozenConfig):
     )
     reguide: ReGuideLoopConfig = ReGuideLoopConfig()
     more_demos: MoreDemosConfig = MoreDemosConfig()
+    oracle: OracleConfig = OracleConfig()
     evaluation: EvalConfig = EvalConfig()
     final_test: FinalTestConfig = FinalTestConfig()
     promotion: PromotionConfig = PromotionConfig()

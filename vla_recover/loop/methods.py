@@ -27,7 +27,8 @@ class LoopMethod:
     shares: dict[str, float] | None = None  # DatasetConfig.shares: each source's part of the weight
     start: Literal["config", "scratch"] = "config"  # config: LoopConfig.retrain_from; scratch: every round
     guided: bool = False  # the fleet runs ReGuide's guided chunks, and only their successful episodes are absorbed
-    rounds_collect: Literal["fleet", "demos"] = "fleet"  # demos: the round's human time buys demonstrations instead
+    # demos: the round's human time buys demonstrations instead; oracle: the scripted expert labels the policy's states
+    rounds_collect: Literal["fleet", "demos", "oracle"] = "fleet"
     demo_conditions: Literal["nominal", "task"] = "nominal"  # where those demonstrations are recorded
 
 
@@ -96,10 +97,28 @@ LOOP_METHODS: dict[str, LoopMethod] = {
         LoopMethod(
             "reguide",
             "ReGuide",
-            "the fleet runs the policy guided by a learned dynamics model; only its successful episodes are "
-            "absorbed beside the demos (reguide.absorb: ft fine-tunes, fs trains from scratch)",
+            "ReGuide FT: the fleet runs the policy guided by a learned dynamics model; only its successful episodes "
+            "are absorbed, fine-tuning the current policy on demos 0.2 : successes 0.8 (reguide.demo_share)",
             weighter="bc",
             guided=True,
+        ),
+        LoopMethod(
+            "reguide_fs",
+            "ReGuide",
+            "ReGuide FS: reguide's guided fleet and successful episodes, trained from scratch with the demos each "
+            "round",
+            weighter="bc",
+            guided=True,
+            start="scratch",
+        ),
+        LoopMethod(
+            "dagger_oracle",
+            "DAgger (Ross et al. 2011), the scripted expert as oracle",
+            "the upper bound, no human time charged: no fleet; the current policy runs the round's seeds as "
+            "evaluation runs it, the perfect expert labels every state it visits, and every labelled episode is "
+            "aggregated beside the demos",
+            weighter="bc",
+            rounds_collect="oracle",
         ),
         LoopMethod(
             "more_demos",

@@ -66,13 +66,16 @@ def _round_rows(view: View) -> list[list[str]]:
         episodes = _num(f.episodes if f else None)
         if r.demos is not None:  # no fleet: the round's human time bought demonstrations
             roles, episodes = f"demonstrator {_num(r.demos.human_s)}", f"{_num(r.demos.episodes)} demos"
+        if r.oracle is not None:  # no fleet and no human: the expert labelled the policy's own episodes
+            roles, episodes = "none (oracle)", f"{_num(r.oracle.episodes)} oracle-labelled"
         robot = view.robot_rate(r)
         gain = f"{robot / base:.2f}×" if robot is not None and base else "–"
         rows.append([
             str(r.round), f"`{r.policy}`", _success_with_interval(e), _success_with_interval(r.final_test),
             "yes" if r.promoted else "no", f"`{r.current}`" if r.current else "–",
             episodes, _num(f.interventions if f else None), roles,
-            _num(view.operator_rate(r)), _num(f.successes_per_present_hour if f else None), _num(robot), gain,
+            _num(view.operator_rate(r)), _num(f.successes_per_present_hour if f else None),
+            "–" if f is None or f.rohe is None else f"{f.rohe:.3f}", _num(robot), gain,
         ])  # fmt: skip
     return rows
 
@@ -175,10 +178,11 @@ def _markdown(summary: LoopSummary, view: View, plots: list[tuple[Plot, Path | N
         *_table(["round", "policy", "success (95% CI)", "final test (95% CI)", "promoted", "current after",
                  "fleet episodes",
                  "interventions", "operator s by role", "successes / operator-h", "successes / present operator-h",
-                 "successes / robot-h", "throughput vs base"], _round_rows(view)),
-        "", "Successes per operator-hour is the return on human effort, counting the seconds operators were busy; per "
+                 "ROHE", "successes / robot-h", "throughput vs base"], _round_rows(view)),
+        "", "Successes per operator-hour counts the seconds operators were busy; per "
         "present operator-hour counts every operator's whole shift (the fleet round on the sim clock), busy or "
-        "watching, as a wage is paid; successes per robot-hour is throughput. "
+        "watching, as a wage is paid; ROHE is Fleet-DAgger's return on human effort, humans/robots · successes / (1 + "
+        "steps a human chose); successes per robot-hour is throughput. "
         "Throughput vs base divides a round's robot-hour throughput by that of the first fleet that ran the base "
         "policy.", "",
         "## Data and training", "",

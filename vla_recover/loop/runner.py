@@ -177,6 +177,8 @@ class LoopRun:
             prefix = f"round_{r}"
             if cfg.loop_method.rounds_collect == "demos":
                 gathered.append(self.step(f"{prefix}.demos", partial(self._more_demos, r)))
+            elif cfg.loop_method.rounds_collect == "oracle":
+                gathered.append(self.step(f"{prefix}.oracle", partial(self._oracle, r, current)))
             else:
                 fleet = self.step(f"{prefix}.fleet", partial(self._fleet, r, current), total=self._episodes())
                 gathered.append(fleet)
@@ -316,7 +318,7 @@ class LoopRun:
         seed = cfg.fleet_config(self.store_path, self.dir, round_index, {}).seed
         period = control_period(cfg.task, cfg.task_config)
         kept: list[int] = []
-        spent, successes = 0.0, 0
+        spent, successes, steps = 0.0, 0, 0
         while spent < budget.human_s_per_round:
             collect = CollectConfig(
                 task=cfg.task, episodes=budget.batch, seed=seed, expert=budget.expert,
@@ -331,10 +333,26 @@ class LoopRun:
                 if spent >= budget.human_s_per_round:
                     break  # recorded past the budget: kept in the store, never trained on
                 spent += row.length * period + budget.reset_s
+                steps += row.length
                 successes += row.outcome == "success"
                 kept.append(row.id)
             self.reporter.advance(len(kept), f"{spent:.0f} of {budget.human_s_per_round:.0f} human-s")
-        return {"episode_ids": kept, "episodes": len(kept), "successes": successes, "human_s": round(spent, 1)}
+        return {
+            "episode_ids": kept, "episodes": len(kept), "steps": steps, "successes": successes,
+            "human_s": round(spent, 1),
+        }  # fmt: skip
+
+    def _oracle(self, round_index: int, policy_dir: str) -> dict[str, Any]:
+        from vla_recover.loop.oracle import oracle_round
+
+        cfg = self.config
+        fleet = cfg.fleet_config(self.store_path, Path(policy_dir), round_index, {})
+        episodes = cfg.oracle.episodes or fleet.episodes
+        return oracle_round(
+            Path(policy_dir), cfg.task, cfg.task_config, list(range(fleet.seed, fleet.seed + episodes)),
+            cfg.oracle.expert, self.store_path, cfg.evaluation.batch, fleet.policy_action_tolerance,
+            {"loop_round": round_index, "loop_attempt": self.attempt},
+        )  # fmt: skip
 
     def _guided_source(self, round_index: int, policy_dir: str) -> Any:
         """ReGuide for this round: dynamics and phase targets from every finished step's data so far."""
@@ -389,7 +407,7 @@ class LoopRun:
         with EpisodeStore(self.store_path) as store:  # ReGuide absorbs only the successful guided rollouts
             succeeded = {row.id for row in store.episodes() if row.outcome == "success"}
         kept = [i for i in rollouts if i in succeeded]
-        if cfg.reguide.absorb == "fs":
+        if method.start == "scratch":
             return demo_ids + kept, None, None
         return demo_ids + kept, current, cfg.reguide.demo_share
 
@@ -416,8 +434,9 @@ class LoopRun:
             decision = results[f"{prefix}.decide"]
             if decision["promote"]:
                 current, current_rate = prefix, results[f"{prefix}.eval"]["success_rate"]
-            collected = results.get(f"{prefix}.fleet") or results[f"{prefix}.demos"]
-            fleet = {k: v for k, v in collected.items() if k not in ("episode_ids", "guided")}
+            source = next(k for k in ("fleet", "demos", "oracle") if f"{prefix}.{k}" in results)
+            collected = results[f"{prefix}.{source}"]
+            gathered = {k: v for k, v in collected.items() if k not in ("episode_ids", "guided")}
             train = results[f"{prefix}.train"]
             entry = {
                 "round": r,
@@ -426,7 +445,7 @@ class LoopRun:
                 "promoted": decision["promote"],
                 "current": current,
                 "decision": decision,
-                "fleet" if f"{prefix}.fleet" in results else "demos": fleet,
+                source: gathered,
                 "segments": results.get(f"{prefix}.critic", {}).get("segments", {}),
                 "train": {
                     "steps": train["steps"],
@@ -459,14 +478,14 @@ class LoopRun:
 
 
 def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
-    """A saved run config with every field added since it was saved at its default, in its sections too (a
-    free-form dict such as ``fleet`` is kept as saved: it has no defaults to add)."""
+    """A saved run config with every field added since it was saved at its default, in its sections too, and a
+    section's field removed since left out (a free-form dict such as ``fleet`` is kept as saved: it has no fields)."""
     defaults = LoopConfig().model_dump(mode="json")
     merged = {**defaults, **saved}
     for name, field in LoopConfig.model_fields.items():
         section = isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
         if section and isinstance(merged.get(name), dict):
-            merged[name] = {**defaults[name], **merged[name]}
+            merged[name] = {k: v for k, v in {**defaults[name], **merged[name]}.items() if k in defaults[name]}
     return merged
 
 

@@ -50,6 +50,8 @@ class Fleet(_Section):
     successes_per_robot_hour: float | None = None
     successes_per_operator_hour: float | None = None
     successes_per_present_hour: float | None = None
+    human_steps: int | None = None
+    rohe: float | None = None  # Fleet-DAgger's return on human effort
     outcomes: dict[str, int] = {}
     failure_response: dict[str, float | int | None] = {}
 
@@ -76,6 +78,15 @@ class Demos(_Section):
     human_s: float | None = None
 
 
+class Oracle(_Section):
+    """A ``dagger_oracle`` round: the policy's own episodes, every state labelled by the scripted expert."""
+
+    episodes: int | None = None
+    successes: int | None = None
+    steps: int | None = None
+    mean_label_gap: float | None = None
+
+
 class Round(_Section):
     round: int = Field(ge=0)
     policy: str
@@ -85,6 +96,7 @@ class Round(_Section):
     decision: Decision | None = None
     fleet: Fleet | None = None
     demos: Demos | None = None
+    oracle: Oracle | None = None
     final_test: EvalResult | None = None
     segments: dict[str, float] = {}
     train: Train | None = None
