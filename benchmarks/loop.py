@@ -72,7 +72,9 @@ def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
         "present_s_by_role": _by_role(f.get("operator_present_s", {}) for f in fleets),
         "human_steps": sum(f.get("human_steps", 0) for f in fleets),
         "rohe": return_on_human_effort(
-            fleet_successes, sum(f.get("human_steps", 0) for f in fleets), fleets[0].get("operators", 0),
+            fleet_successes,
+            sum(f.get("human_steps", 0) for f in fleets),
+            fleets[0].get("operators", 0),
             fleets[0].get("robots", 0),
         ),
         "throughput_first_round": first,
