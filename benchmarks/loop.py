@@ -53,7 +53,7 @@ def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
         figures["rohe"] = return_on_human_effort(sum(d["successes"] for d in demos), steps, 1, 1)
         return figures
     if all("oracle" in r for r in rounds[1:]):  # dagger_oracle: the expert labelled, no human time charged
-        figures["oracle_episodes"] = sum(r["oracle"]["episodes"] for r in rounds[1:])
+        figures["oracle_branches"] = sum(r["oracle"]["branches"] for r in rounds[1:])
         figures["human_s"] = 0.0
         return figures
     fleets = [r["fleet"] for r in rounds[1:]]
@@ -120,8 +120,15 @@ def main() -> None:
     # the baseline runs after the fleet methods, to buy demonstrations with the human time their rounds cost
     methods.sort(key=lambda m: LOOP_METHODS[m].rounds_collect == "demos")
     for method in methods:
-        run = {**raw, "name": method, "out": args.work / method, "method": method, "rounds": args.rounds,
-               "seed_from": base_dir}  # fmt: skip
+        run = {
+            **raw,
+            "name": method,
+            "out": args.work / method,
+            "method": method,
+            "rounds": args.rounds,
+            "seed_from": base_dir,
+            "baseline": "none",
+        }  # fmt: skip (more_demos is a row of its own here)
         budget = _demo_budget(results, args.rounds)
         if LOOP_METHODS[method].rounds_collect == "demos" and budget is not None:
             run["more_demos"] = {**raw.get("more_demos", {}), "human_s_per_round": budget}

@@ -81,37 +81,43 @@ def test_demonstrations_meet_the_task_failures_only_when_the_method_says(
     assert fired and all(f == injected for f in fired)
 
 
-def test_dagger_oracle_labels_every_state_the_policy_visits(tmp_path: Path) -> None:
+def test_dagger_oracle_records_the_expert_chunk_from_the_states_the_policy_visits(tmp_path: Path) -> None:
     from vla_recover.data.schema import ACTORS
     from vla_recover.envs import make_expert, make_task
 
     failures = [{"kind": "push", "phase": "reach", "probability": 1.0}]
-    raw = {**load_yaml(DEBUG), "method": "dagger_oracle", "out": str(tmp_path / "run"),
-           "task_config": {"horizon": 40, "failures": failures}}  # fmt: skip
+    task_config = {"horizon": 40, "failures": failures}
+    raw = {**load_yaml(DEBUG), "method": "dagger_oracle", "out": str(tmp_path / "run"), "task_config": task_config}
     run = LoopRun(validate_config(LoopConfig, raw))
     demos = run.step("demos", run._collect_demos)
     policy = run.step("base_train", lambda: run._train("base", demos["episode_ids"], None))["policy"]
     labelled = run._oracle(1, policy)
-    # the policy ran the round's seeds as evaluation runs it, under the task's failures: the same outcomes
+    # the policy ran round 1's fleet seeds as evaluation runs it: branching and restoring changed none of its outcomes
     evaluation = run._evaluate(policy, seeds=list(range(1000, 1004)))
+    assert labelled["policy_outcomes"] == evaluation["outcomes"] and labelled["policy_episodes"] == 4
     with EpisodeStore(run.store_path) as store:
         rows = [row for row in store.episodes() if row.id in set(labelled["episode_ids"])]
-        first_actions = {row.info["seed"]: store.episode(row.id)["action"][0] for row in rows}
+        first = next(row for row in rows if row.info["seed"] == 1001 and row.info["oracle_branch_step"] == 0)
+        branch = store.episode(first.id)
         actors = {ACTORS[a] for row in rows for a in store.episode(row.id)["actor"]}
-    assert [row.info["seed"] for row in rows] == list(range(1000, 1004))  # round 1's fleet seeds, fleet's count
-    assert [row.outcome == "success" for row in rows] == [bool(o) for o in evaluation["outcomes"]]
-    assert labelled["successes"] == evaluation["successes"] and all(row.info["failures"] for row in rows)
-    assert actors == {"scripted"} and all(row.info["oracle_labelled"] and row.info["loop_round"] == 1 for row in rows)
+    # a branch every action_exec (4) steps of each episode, each at most one chunk (action_horizon 8) long
+    assert labelled["branches"] == len(rows) >= 4 * 2 and all(row.length <= 8 for row in rows)
+    assert sorted({row.info["oracle_branch_step"] for row in rows})[:2] == [0, 4]
+    assert actors == {"scripted"} and all(row.info["loop_round"] == 1 for row in rows)
     assert labelled["steps"] == sum(row.length for row in rows) and labelled["mean_label_gap"] > 0
-    # each label is the perfect expert's action in the state the policy was in: the first one, checked afresh
-    env = make_task("LiftCube", {"horizon": 40, "failures": failures})
+    # the first branch of seed 1001 is the perfect expert's own chunk from the episode's first state
+    env = make_task("LiftCube", task_config)
     try:
         env.reset(seed=1001)
-        expected = make_expert("LiftCube", env, None, seed=1001)()
+        expert = make_expert("LiftCube", env, None, seed=1001)
+        expected = []
+        for _ in range(first.length):
+            expected.append(expert())
+            env.step(expected[-1])
     finally:
         env.close()
-    np.testing.assert_allclose(first_actions[1001], expected, atol=1e-6)
-    # the next round trains on the demos and every labelled episode, fine-tuning the current policy
+    np.testing.assert_allclose(branch["action"], np.stack(expected), atol=1e-6)
+    # the next round trains on the demos and every branch, fine-tuning the current policy
     ids, init, _ = run._training_set(demos["episode_ids"], [labelled], policy)
     assert ids == demos["episode_ids"] + labelled["episode_ids"] and init == policy
 

@@ -59,6 +59,9 @@ def summary() -> dict[str, Any]:
             _round(3, 30, False, "round_2", segments={}),
         ],
         "timings_s": {"demos": 5.0, "base_train": 100.0, "fleet": 120.0, "train": 240.0, "eval": 60.0},
+        "final": {"policy": "round_2", "final_test": None},
+        "baseline": {"method": "more_demos", "loop_human_s": 900.0, "human_s": 905.0, "demos": 70,
+                     "seeds": "promotion", "test": _eval(25, 0.37, 0.63)},
     }  # fmt: skip
 
 
@@ -83,6 +86,9 @@ def test_full_summary_writes_every_round_and_valid_pngs(tmp_path: Path, summary:
     assert "| 32.5 |" in text and "present operator-h" in text  # round 1's operators, paid for their whole shift
     assert "| 0.041 |" in text and "ROHE" in text  # round 1: three people, eight robots, 11 successes, 100 human steps
     assert "525.0 s" not in text and "8.8 min" in text  # total time, in minutes
+    # the loop's human time against the same time spent on demonstrations, on the same seeds
+    assert "15.0 min operators on shift (8.0 min busy)" in text and "70 demonstrations instead" in text
+    assert "+22.0 pp" in text and "+10.0 pp" in text and "2.20× what the same time bought" in text
 
 
 def test_base_only_summary_names_the_skipped_plots(tmp_path: Path) -> None:

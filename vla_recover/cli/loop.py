@@ -89,4 +89,10 @@ def loop(
         figures.update(
             final_test_success=final["final_test"]["success_rate"], final_test_ci95=final["final_test"]["ci95"]
         )
+    if summary["baseline"] is not None:  # the same human time spent on demonstrations, on the same seeds
+        baseline = summary["baseline"]
+        figures.update(
+            baseline=baseline["method"], baseline_human_s=baseline["human_s"],
+            baseline_success=baseline["test"]["success_rate"], baseline_ci95=baseline["test"]["ci95"],
+        )  # fmt: skip
     print(json.dumps(figures))

@@ -181,6 +181,12 @@ class LoopConfig(FrozenConfig):
     )
     reguide: ReGuideLoopConfig = ReGuideLoopConfig()
     more_demos: MoreDemosConfig = MoreDemosConfig()
+    baseline: Literal["none", "more_demos", "more_demos_perturbed"] = Field(
+        default="more_demos",
+        description="after a fleet method's rounds: the operators' presence over all of them spent instead on "
+        "demonstrations (as that method records them), fine-tuned into the base in one round and tested on the same "
+        "seeds, so the report shows what the human time bought against what demonstrations would have; none: skip",
+    )
     oracle: OracleConfig = OracleConfig()
     evaluation: EvalConfig = EvalConfig()
     final_test: FinalTestConfig = FinalTestConfig()
@@ -213,8 +219,8 @@ class LoopConfig(FrozenConfig):
         raw.update(store=store, policy=policy, constant_action=None, episode_tags=tags)
         return validate_nested(FleetConfig, raw, "fleet")
 
-    def dataset_config(self, demo_share: float | None = None) -> DatasetConfig:
-        method = self.loop_method
+    def dataset_config(self, demo_share: float | None = None, method_name: str | None = None) -> DatasetConfig:
+        method = loop_method(method_name or self.method)
         raw = {"weighter": method.weighter, "retention": method.retention, "shares": method.shares, **self.weighting}
         raw["weighter_config"] = self.weighter_configs.get(raw["weighter"], {})
         if demo_share is not None:

@@ -67,7 +67,8 @@ def _round_rows(view: View) -> list[list[str]]:
         if r.demos is not None:  # no fleet: the round's human time bought demonstrations
             roles, episodes = f"demonstrator {_num(r.demos.human_s)}", f"{_num(r.demos.episodes)} demos"
         if r.oracle is not None:  # no fleet and no human: the expert labelled the policy's own episodes
-            roles, episodes = "none (oracle)", f"{_num(r.oracle.episodes)} oracle-labelled"
+            roles = "none (oracle)"
+            episodes = f"{_num(r.oracle.policy_episodes)} with {_num(r.oracle.branches)} expert chunks"
         robot = view.robot_rate(r)
         gain = f"{robot / base:.2f}×" if robot is not None and base else "–"
         rows.append([
@@ -145,6 +146,40 @@ def _response_rows(view: View) -> list[list[str]]:
     return rows
 
 
+def _human_time(summary: LoopSummary, view: View) -> list[str]:
+    """The loop's promoted policy beside the base and beside demonstrations bought with the same human time."""
+    b = summary.baseline
+    if b is None:
+        return []
+    tested = (lambda r: r.final_test) if b.seeds == "final_test" else (lambda r: r.eval)
+    base, promoted = view.rounds[0], next(r for r in view.rounds if r.policy == (view.rounds[-1].current or "base"))
+    base_rate, loop_rate = tested(base), tested(promoted)
+    if base_rate is None or loop_rate is None:
+        return []
+    busy = sum(sum(r.fleet.operator_s.values()) for r in view.rounds if r.fleet)
+    loop_gain, demo_gain = loop_rate.success_rate - base_rate.success_rate, b.test.success_rate - base_rate.success_rate
+    seeds = "final-test" if b.seeds == "final_test" else "promotion"
+    rows = [
+        ["base policy", "–", _success_with_interval(base_rate), "–"],
+        [f"`{summary.method}` after {len(view.rounds) - 1} rounds (`{promoted.policy}`)",
+         f"{_duration(b.loop_human_s)} operators on shift ({_duration(busy)} busy)",
+         _success_with_interval(loop_rate), f"{100 * loop_gain:+.1f} pp"],
+        [f"`{b.method}`: {b.demos} demonstrations instead, one round", f"{_duration(b.human_s)} demonstrating",
+         _success_with_interval(b.test), f"{100 * demo_gain:+.1f} pp"],
+    ]  # fmt: skip
+    if demo_gain > 0:
+        verdict = f"the loop's gain is {loop_gain / demo_gain:.2f}× what the same time bought as demonstrations"
+    else:
+        verdict = f"demonstrations bought with the same time changed the base by {100 * demo_gain:+.1f} points"
+    return [
+        "## What the human time bought", "",
+        *_table(["policy", "human time", f"success on the {seeds} seeds (95% CI)", "gain over the base"], rows),
+        "", f"The operators' presence over the fleet rounds, spent instead on demonstrations by the teleoperator's "
+        f"demonstrator (an episode and a reset each), fine-tuned into the base with the rounds' recipe: {verdict}.",
+        "",
+    ]  # fmt: skip
+
+
 def _timings(timings: dict[str, float]) -> list[str]:
     if not timings:
         return ["No timings recorded."]
@@ -197,7 +232,8 @@ def _markdown(summary: LoopSummary, view: View, plots: list[tuple[Plot, Path | N
         "failure, or progress falling); still recoverable means the scripted expert, started from that exact state, "
         "completes the task. A failure with no takeover counts as a wait without end (\"never\" where it decides the "
         "quantile). Sim seconds.",
-        "", "## Promotion decisions", "", *_decisions(view),
+        "", *_human_time(summary, view),
+        "## Promotion decisions", "", *_decisions(view),
         "", "## Where the time went", "", *_timings(summary.timings_s),
         "", "## Plots", "",
     ]  # fmt: skip

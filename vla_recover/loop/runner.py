@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from functools import cached_property, partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -24,6 +24,7 @@ from vla_recover.data import EpisodeStore
 from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.promotion import decide
+from vla_recover.loop.summarize import operators_present_s, summarize
 
 __all__ = ["LineReporter", "LoopRun", "StepReporter"]
 
@@ -203,9 +204,30 @@ class LoopRun:
             for r in range(1, cfg.rounds + 1):
                 policy = str(self.dir / "policies" / f"round_{r}" / "policy")
                 self.step(f"round_{r}.final_test", partial(final, policy), total=cfg.final_test.episodes)
+        if (
+            cfg.baseline != "none"
+            and cfg.loop_method.rounds_collect == "fleet"
+            and operators_present_s(self.results, self.config.rounds)
+        ):
+            self._baseline(base["policy"], demo_ids)
         summary = self.summary()
         self.step("report", partial(self._report, summary))
         return summary
+
+    def _baseline(self, base_policy: str, demo_ids: list[int]) -> None:
+        """What the rounds' human time would have bought as demonstrations: bought from round 1's fleet seeds on,
+        fine-tuned into the base in one round with the same recipe, tested on the final-test seeds (the promotion
+        seeds when there is no final test)."""
+        cfg = self.config
+        human_s = operators_present_s(self.results, self.config.rounds)
+        seed = cfg.fleet_config(self.store_path, self.dir, 1, {}).seed
+        conditions = LOOP_METHODS[cfg.baseline].demo_conditions
+        demos = self.step("baseline.demos", partial(self._buy_demos, seed, human_s, conditions))
+        ids = demo_ids + demos["episode_ids"]
+        train = partial(self._train, "baseline", ids, base_policy, None, cfg.baseline)
+        trained = self.step("baseline.train", train, total=self._steps(True))
+        seeds = self._final_test_seeds() if cfg.final_test.episodes else None
+        self.step("baseline.test", partial(self._evaluate, trained["policy"], seeds=seeds), total=len(seeds or []))
 
     def _steps(self, retrain: bool) -> int:
         return self.config.train_config(self.store_path, self.dir, retrain).steps
@@ -233,8 +255,14 @@ class LoopRun:
         return {"episode_ids": sorted(ids), "successes": successes}
 
     def _train(
-        self, name: str, episode_ids: list[int], init_from: str | None, demo_share: float | None = None
+        self,
+        name: str,
+        episode_ids: list[int],
+        init_from: str | None,
+        demo_share: float | None = None,
+        method: str | None = None,
     ) -> dict[str, Any]:
+        """Train policy ``name`` on ``episode_ids`` with the data rule of ``method`` (default: the run's)."""
         from vla_recover.train.plots import plot_loss
         from vla_recover.train.trainer import Trainer
 
@@ -244,7 +272,7 @@ class LoopRun:
             out,
             retrain=init_from is not None,  # fine-tuning's recipe; a policy trained from scratch gets the base's
             select={"episodes": tuple(episode_ids)},
-            weighting=self.config.dataset_config(demo_share) if name != "base" else {},
+            weighting=self.config.dataset_config(demo_share, method) if name != "base" else {},
             init_from=init_from,
         )
         trainer = Trainer(config)
@@ -309,38 +337,16 @@ class LoopRun:
         return summary
 
     def _more_demos(self, round_index: int) -> dict[str, Any]:
-        """Demonstrations in seed order until the round's human time is spent (each costs its episode and a reset),
-        from the seeds the round's fleet would have started at."""
-        from vla_recover.envs import control_period
-        from vla_recover.rollout import CollectConfig, collect_demos
-
-        cfg, budget = self.config, self.config.more_demos
+        """Demonstrations bought with the round's human time, from the seeds the round's fleet would have started
+        at."""
+        cfg = self.config
         seed = cfg.fleet_config(self.store_path, self.dir, round_index, {}).seed
-        period = control_period(cfg.task, cfg.task_config)
-        kept: list[int] = []
-        spent, successes, steps = 0.0, 0, 0
-        while spent < budget.human_s_per_round:
-            collect = CollectConfig(
-                task=cfg.task, episodes=budget.batch, seed=seed, expert=budget.expert,
-                task_config=cfg.demo_task_config(cfg.loop_method.demo_conditions),
-                out=self.store_path, workers=cfg.demos.workers,
-            )  # fmt: skip
-            ids, _ = collect_demos(collect)
-            seed += budget.batch
-            with EpisodeStore(self.store_path) as store:
-                rows = sorted((r for r in store.episodes() if r.id in set(ids)), key=lambda r: r.info["seed"])
-            for row in rows:
-                if spent >= budget.human_s_per_round:
-                    break  # recorded past the budget: kept in the store, never trained on
-                spent += row.length * period + budget.reset_s
-                steps += row.length
-                successes += row.outcome == "success"
-                kept.append(row.id)
-            self.reporter.advance(len(kept), f"{spent:.0f} of {budget.human_s_per_round:.0f} human-s")
-        return {
-            "episode_ids": kept, "episodes": len(kept), "steps": steps, "successes": successes,
-            "human_s": round(spent, 1),
-        }  # fmt: skip
+        return self._buy_demos(seed, cfg.more_demos.human_s_per_round, cfg.loop_method.demo_conditions)
+
+    def _buy_demos(self, seed: int, human_s: float, conditions: Literal["nominal", "task"]) -> dict[str, Any]:
+        from vla_recover.loop.demos import buy_demonstrations
+
+        return buy_demonstrations(self.config, self.store_path, seed, human_s, conditions, self.reporter.advance)
 
     def _oracle(self, round_index: int, policy_dir: str) -> dict[str, Any]:
         from vla_recover.loop.oracle import oracle_round
@@ -424,57 +430,7 @@ class LoopRun:
 
     # -- the summary ------------------------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        cfg, results = self.config, self.results
-        rounds: list[dict[str, Any]] = [
-            {"round": 0, "policy": "base", "eval": results["base_eval"], "promoted": True, "current": "base"}
-        ]
-        current, current_rate = "base", results["base_eval"]["success_rate"]
-        for r in range(1, cfg.rounds + 1):
-            prefix = f"round_{r}"
-            decision = results[f"{prefix}.decide"]
-            if decision["promote"]:
-                current, current_rate = prefix, results[f"{prefix}.eval"]["success_rate"]
-            source = next(k for k in ("fleet", "demos", "oracle") if f"{prefix}.{k}" in results)
-            collected = results[f"{prefix}.{source}"]
-            gathered = {k: v for k, v in collected.items() if k not in ("episode_ids", "guided")}
-            train = results[f"{prefix}.train"]
-            entry = {
-                "round": r,
-                "policy": prefix,
-                "eval": results[f"{prefix}.eval"],
-                "promoted": decision["promote"],
-                "current": current,
-                "decision": decision,
-                source: gathered,
-                "segments": results.get(f"{prefix}.critic", {}).get("segments", {}),
-                "train": {
-                    "steps": train["steps"],
-                    "wall_s": train["wall_s"],
-                    "final_loss": train["final_loss"],
-                    "weights": {"mean": train["weights"]["mean_weight"], "zero_fraction": _zero_fraction(train)},
-                },
-            }
-            if "guided" in collected:
-                entry["guided"] = collected["guided"]
-            rounds.append(entry)
-        final_tests = {"base": results.get("base_final_test")}
-        final_tests.update({f"round_{r}": results.get(f"round_{r}.final_test") for r in range(1, cfg.rounds + 1)})
-        for entry in rounds:
-            if final_tests[entry["policy"]] is not None:
-                entry["final_test"] = final_tests[entry["policy"]]
-        timings = {name: result["wall_s"] for name, result in results.items() if "wall_s" in result}
-        return {
-            "name": cfg.name,
-            "task": cfg.task,
-            "method": cfg.method,
-            "eval_episodes": cfg.evaluation.episodes,
-            "eval_seed": cfg.evaluation.seed,
-            "final_test_episodes": cfg.final_test.episodes,
-            "final_test_seed": cfg.final_test.seed,
-            "rounds": rounds,
-            "timings_s": timings,
-            "final": {"policy": current, "success_rate": current_rate, "final_test": final_tests[current]},
-        }
+        return summarize(self.config, self.results)
 
 
 def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
@@ -487,9 +443,3 @@ def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
         if section and isinstance(merged.get(name), dict):
             merged[name] = {k: v for k, v in {**defaults[name], **merged[name]}.items() if k in defaults[name]}
     return merged
-
-
-def _zero_fraction(train: dict[str, Any]) -> float:
-    weights = train["weights"]
-    steps = weights.get("steps") or 0
-    return round(1.0 - weights["nonzero_steps"] / steps, 4) if steps else 0.0

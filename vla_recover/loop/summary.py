@@ -8,6 +8,7 @@ round whose fleet ran the base policy; the fleet of round *r* runs the policy cu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -79,10 +80,11 @@ class Demos(_Section):
 
 
 class Oracle(_Section):
-    """A ``dagger_oracle`` round: the policy's own episodes, every state labelled by the scripted expert."""
+    """A ``dagger_oracle`` round: the perfect expert's chunk from the states the policy visited."""
 
-    episodes: int | None = None
-    successes: int | None = None
+    policy_episodes: int | None = None
+    policy_successes: int | None = None
+    branches: int | None = None
     steps: int | None = None
     mean_label_gap: float | None = None
 
@@ -103,6 +105,22 @@ class Round(_Section):
     guided: Guided | None = None
 
 
+class Baseline(_Section):
+    """The loop's human time spent instead on demonstrations, fine-tuned into the base in one round."""
+
+    method: str
+    loop_human_s: float
+    human_s: float
+    demos: int
+    seeds: Literal["final_test", "promotion"]
+    test: EvalResult
+
+
+class Final(_Section):
+    policy: str
+    final_test: EvalResult | None = None
+
+
 class LoopSummary(_Section):
     name: str = "loop"
     task: str | None = None
@@ -113,6 +131,8 @@ class LoopSummary(_Section):
     final_test_seed: int | None = None
     rounds: list[Round] = Field(min_length=1)
     timings_s: dict[str, float] = {}
+    final: Final | None = None
+    baseline: Baseline | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,91 @@
+"""The loop run's ``summary.json``, built from its finished steps' results: what the report and the CLI read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vla_recover.loop.config import LoopConfig
+
+__all__ = ["operators_present_s", "summarize"]
+
+
+def operators_present_s(results: dict[str, dict[str, Any]], rounds: int) -> float:
+    """The operators' presence over every fleet round: the human time the loop's rounds cost."""
+    fleets = [results.get(f"round_{r}.fleet", {}) for r in range(1, rounds + 1)]
+    return round(sum(sum(fleet.get("operator_present_s", {}).values()) for fleet in fleets), 1)
+
+
+def summarize(cfg: LoopConfig, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The run's ``summary.json`` from its finished steps' results."""
+    rounds: list[dict[str, Any]] = [
+        {"round": 0, "policy": "base", "eval": results["base_eval"], "promoted": True, "current": "base"}
+    ]
+    current, current_rate = "base", results["base_eval"]["success_rate"]
+    for r in range(1, cfg.rounds + 1):
+        prefix = f"round_{r}"
+        decision = results[f"{prefix}.decide"]
+        if decision["promote"]:
+            current, current_rate = prefix, results[f"{prefix}.eval"]["success_rate"]
+        source = next(k for k in ("fleet", "demos", "oracle") if f"{prefix}.{k}" in results)
+        collected = results[f"{prefix}.{source}"]
+        gathered = {k: v for k, v in collected.items() if k not in ("episode_ids", "guided")}
+        train = results[f"{prefix}.train"]
+        entry = {
+            "round": r,
+            "policy": prefix,
+            "eval": results[f"{prefix}.eval"],
+            "promoted": decision["promote"],
+            "current": current,
+            "decision": decision,
+            source: gathered,
+            "segments": results.get(f"{prefix}.critic", {}).get("segments", {}),
+            "train": {
+                "steps": train["steps"],
+                "wall_s": train["wall_s"],
+                "final_loss": train["final_loss"],
+                "weights": {"mean": train["weights"]["mean_weight"], "zero_fraction": _zero_fraction(train)},
+            },
+        }
+        if "guided" in collected:
+            entry["guided"] = collected["guided"]
+        rounds.append(entry)
+    final_tests = {"base": results.get("base_final_test")}
+    final_tests.update({f"round_{r}": results.get(f"round_{r}.final_test") for r in range(1, cfg.rounds + 1)})
+    for entry in rounds:
+        if final_tests[entry["policy"]] is not None:
+            entry["final_test"] = final_tests[entry["policy"]]
+    timings = {name: result["wall_s"] for name, result in results.items() if "wall_s" in result}
+    return {
+        "name": cfg.name,
+        "task": cfg.task,
+        "method": cfg.method,
+        "eval_episodes": cfg.evaluation.episodes,
+        "eval_seed": cfg.evaluation.seed,
+        "final_test_episodes": cfg.final_test.episodes,
+        "final_test_seed": cfg.final_test.seed,
+        "rounds": rounds,
+        "timings_s": timings,
+        "final": {"policy": current, "success_rate": current_rate, "final_test": final_tests[current]},
+        "baseline": _baseline(cfg, results),
+    }
+
+
+def _baseline(cfg: LoopConfig, results: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    if "baseline.test" not in results:
+        return None
+    demos, test = results["baseline.demos"], results["baseline.test"]
+    return {
+        "method": cfg.baseline,
+        "loop_human_s": operators_present_s(results, cfg.rounds),
+        "human_s": demos["human_s"],
+        "demos": demos["episodes"],
+        "demo_successes": demos["successes"],
+        "seeds": "final_test" if cfg.final_test.episodes else "promotion",
+        "test": test,
+    }
+
+
+def _zero_fraction(train: dict[str, Any]) -> float:
+    weights = train["weights"]
+    steps = weights.get("steps") or 0
+    return round(1.0 - weights["nonzero_steps"] / steps, 4) if steps else 0.0
