@@ -1,6 +1,6 @@
 """The curation experiment: the segmentation critic judged by the policy it produces.
 
-    python benchmarks/critic_curation.py [--config configs/loop/quickstart.yaml] [--episodes N] [--seed 0]
+    python benchmarks/critic_curation.py [--config configs/loop/lift_nominal.yaml] [--episodes N] [--seed 0]
                                          [--work runs/bench_curation] [--base runs/bench_loop/base]
                                          [--tune-episodes 48]
 
@@ -169,7 +169,7 @@ def tuned_figures(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", type=Path, default=None, help="loop config; default: the embedded quickstart")
+    parser.add_argument("--config", type=Path, default=Path("configs/loop/lift_nominal.yaml"), help="loop config")
     parser.add_argument("--episodes", type=int, default=None, help="the shared round's fleet episodes")
     parser.add_argument("--seed", type=int, default=0, help="fleet.seed and retrain.seed (overriding the config's)")
     parser.add_argument("--work", type=Path, default=Path("runs/bench_curation"))
@@ -180,7 +180,7 @@ def main() -> None:
         "--tune-episodes", type=int, default=48, help="the tuning fleet's episodes (0: no critic_tuned variant)"
     )
     args = parser.parse_args()
-    raw: dict[str, Any] = dict(load_yaml(args.config) or {}) if args.config else LoopConfig().model_dump(mode="json")
+    raw: dict[str, Any] = dict(load_yaml(args.config) or {})
     raw["fleet"] = {**raw.get("fleet", {}), "seed": args.seed}
     if args.episodes is not None:
         raw["fleet"]["episodes"] = args.episodes

@@ -36,7 +36,10 @@ from vla_recover.rollout import CollectConfig, collect_demos
 from vla_recover.stats import paired_bootstrap_interval, paired_outcomes
 from vla_recover.train.trainer import TrainConfig, Trainer
 
-LOOP_CONFIGS = {"LiftCube": Path("configs/loop/quickstart.yaml"), "PickPlaceBin": Path("configs/loop/pick_place.yaml")}
+LOOP_CONFIGS = {
+    "LiftCube": Path("configs/loop/lift_nominal.yaml"),
+    "PickPlaceBin": Path("configs/loop/pick_place.yaml"),
+}
 CLEAN = {"action_noise": 0.05, "hesitation_prob": 0.0, "grasp_miss_prob": 0.0}
 PICK_PLACE_RECIPE: dict[str, Any] = {
     "demos": [

@@ -7,10 +7,12 @@ operator budget, on the same held-out evaluation seeds.
 Each method's run is a full ``vla-recover loop`` run (report and plots in ``<work>/<method>/``) seeded from one shared
 base run (demos, base policy, base evaluation), so the methods differ only in what happens in the rounds. Every fleet
 round stops when its operators have spent ``--operator-budget-s`` seconds. ``more_demos`` runs last and buys
-demonstrations with what the fleet methods' rounds cost in operator presence. Methods are judged on the final-test
-seeds, which no promotion saw. A finished method is read back from its run folder, so an interrupted benchmark
-resumes. Prints one JSON object on its last line.
-"""
+demonstrations with what the fleet methods' rounds cost in operator presence; ``dagger_oracle`` charges no human time
+and says where the ceiling is. Per method: success per round on the promotion and final-test seeds with 95% intervals,
+the promoted version, human-seconds present and busy by role, successes per operator-hour and Fleet-DAgger's return
+on human effort (ROHE). Methods are judged on the final-test seeds, which no promotion saw. A finished method is read
+back from its run folder, so an interrupted benchmark resumes; each prints its time. Prints one JSON object on its
+last line."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from typing import Any
 
 from vla_recover.config import load_yaml, validate_config
 from vla_recover.fleet.accounting import return_on_human_effort
-from vla_recover.loop.config import LoopConfig
+from vla_recover.loop.config import QUICKSTART, LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.runner import LineReporter, LoopRun
 
@@ -49,14 +51,17 @@ def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
         figures["demos"] = sum(d["episodes"] for d in demos)
         figures["human_s"] = round(sum(d["human_s"] for d in demos), 1)
         # one demonstrator at one robot, every step a human one
-        steps = sum(d.get("steps", 0) for d in demos)
-        figures["rohe"] = return_on_human_effort(sum(d["successes"] for d in demos), steps, 1, 1)
+        if all("steps" in d for d in demos):
+            steps = sum(d["steps"] for d in demos)
+            figures["rohe"] = return_on_human_effort(sum(d["successes"] for d in demos), steps, 1, 1)
         return figures
     if all("oracle" in r for r in rounds[1:]):  # dagger_oracle: the expert labelled, no human time charged
         figures["oracle_branches"] = sum(r["oracle"]["branches"] for r in rounds[1:])
         figures["human_s"] = 0.0
         return figures
     fleets = [r["fleet"] for r in rounds[1:]]
+    counted = all("human_steps" in f and "operators" in f for f in fleets)  # runs from before they were counted: none
+    human_steps = sum(f["human_steps"] for f in fleets) if counted else None
     operator_s = sum(sum(f["operator_s"].values()) for f in fleets)
     fleet_successes = sum(f["successes"] for f in fleets)
     first, last = fleets[0]["successes_per_robot_hour"], fleets[-1]["successes_per_robot_hour"]
@@ -70,13 +75,10 @@ def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
         "successes_per_operator_hour": round(fleet_successes / (operator_s / 3600), 2) if operator_s else None,
         "busy_s_by_role": _by_role(f["operator_s"] for f in fleets),
         "present_s_by_role": _by_role(f.get("operator_present_s", {}) for f in fleets),
-        "human_steps": sum(f.get("human_steps", 0) for f in fleets),
-        "rohe": return_on_human_effort(
-            fleet_successes,
-            sum(f.get("human_steps", 0) for f in fleets),
-            fleets[0].get("operators", 0),
-            fleets[0].get("robots", 0),
-        ),
+        "human_steps": human_steps,
+        "rohe": return_on_human_effort(fleet_successes, human_steps, fleets[0]["operators"], fleets[0]["robots"])
+        if human_steps is not None
+        else None,
         "throughput_first_round": first,
         "throughput_last_round": last,
         "throughput_gain_over_base": round(last / first, 3) if first else None,
@@ -110,7 +112,7 @@ def main() -> None:
     unknown = sorted(set(methods) - set(LOOP_METHODS))
     if unknown:
         parser.error(f"--methods: unknown {unknown}; valid: {', '.join(LOOP_METHODS)}")
-    raw: dict[str, Any] = dict(load_yaml(args.config) or {}) if args.config else LoopConfig().model_dump(mode="json")
+    raw: dict[str, Any] = dict(load_yaml(args.config) or {}) if args.config else dict(QUICKSTART)
     raw["fleet"] = {**raw.get("fleet", {}), "episodes": args.max_episodes, "operator_budget_s": args.operator_budget_s}
     started = time.perf_counter()
     base_dir = args.work / "base"

@@ -10,7 +10,7 @@ on other fleet seeds (each rule meets the same ones) and pools the evaluations s
 Resumable: each (rule, repeat) is a loop run under ``--work`` and resumes from its event log; each prints its time.
 Last line: one JSON object.
 
-    python benchmarks/release_rule.py [--config configs/loop/quickstart.yaml] [--work runs/bench_release]
+    python benchmarks/release_rule.py [--config configs/loop/lift_nominal.yaml] [--work runs/bench_release]
                                       [--rules phase_advanced,phase_held,progress_regained,success] [--repeats 1]
                                       [--base runs/bench_loop/base]
 """
@@ -70,7 +70,7 @@ def _pooled(evaluations: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", type=Path, default=Path("configs/loop/quickstart.yaml"))
+    parser.add_argument("--config", type=Path, default=Path("configs/loop/lift_nominal.yaml"))
     parser.add_argument("--work", type=Path, default=Path("runs/bench_release"))
     parser.add_argument("--rules", default=",".join(RULES))
     parser.add_argument("--repeats", type=int, default=1, help="fleets per rule, on other fleet seeds")

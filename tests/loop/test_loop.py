@@ -16,7 +16,7 @@ import yaml
 
 from vla_recover.config import ConfigError, load_yaml, validate_config
 from vla_recover.data import EpisodeStore
-from vla_recover.loop.config import LoopConfig
+from vla_recover.loop.config import QUICKSTART, LoopConfig
 from vla_recover.loop.promotion import PromotionConfig, decide, difference_lower_bound
 from vla_recover.loop.runner import BASE_STEPS, DONE, FIRST_ROUND_STEPS, STARTED, LoopRun
 
@@ -89,11 +89,19 @@ def test_debug_loop_runs_two_rounds_and_resumes_after_a_kill(tmp_path: Path) -> 
     }
     summary = json.loads((run / "summary.json").read_text())
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2]
+    r_all = summary["rounds"][1:]
     # every policy also met the final-test seeds, after every decision, and the run's figure is its winner's there
     assert [r["final_test"]["seeds"] for r in summary["rounds"]] == [list(range(200_000, 200_004))] * 3
     assert final["final_test_success"] == summary["final"]["final_test"]["success_rate"]
     assert all(s not in starts[: starts.index("round_2.decide")] for s in ("base_final_test", "round_1.final_test"))
     assert (run / "report.md").is_file() and (run / "plots" / "success_rate.png").is_file()
+    # the operators' presence over both rounds, spent instead on demonstrations, tested on the same seeds
+    baseline, present = summary["baseline"], sum(sum(r["fleet"]["operator_present_s"].values()) for r in r_all)
+    assert baseline["method"] == "more_demos" and baseline["loop_human_s"] == pytest.approx(present, abs=0.2)
+    assert baseline["human_s"] >= baseline["loop_human_s"] and baseline["demos"] >= 1
+    assert baseline["test"]["seeds"] == list(range(200_000, 200_004))
+    assert final["baseline_success"] == baseline["test"]["success_rate"]
+    assert "## What the human time bought" in (run / "report.md").read_text()
     decisions = _events(run, "policy_promoted") + _events(run, "policy_discarded")
     assert len(decisions) == 2
     # each round trained on the demos plus every finished fleet round, never on a killed step's leftovers
@@ -207,7 +215,9 @@ def test_a_run_saved_before_a_new_field_resumes(tmp_path: Path) -> None:
 
 def test_quickstart_yaml_is_the_embedded_default() -> None:
     quickstart = validate_config(LoopConfig, load_yaml(ROOT / "configs" / "loop" / "quickstart.yaml"))
-    assert quickstart == LoopConfig()
+    assert quickstart == LoopConfig(**QUICKSTART)
+    nominal = validate_config(LoopConfig, load_yaml(ROOT / "configs" / "loop" / "lift_nominal.yaml"))
+    assert nominal == LoopConfig(name="lift_nominal")  # the same run without the injected failures
 
 
 def test_promotion_needs_a_confident_gain() -> None:

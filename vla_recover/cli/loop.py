@@ -72,11 +72,11 @@ def loop(
     Re-running with the same config resumes a crashed run from its event log.
     """
     from vla_recover.config import load_yaml, validate_config
-    from vla_recover.loop.config import LoopConfig
+    from vla_recover.loop.config import QUICKSTART, LoopConfig
     from vla_recover.loop.runner import LoopRun
 
     with user_errors():
-        raw: dict[str, Any] = load_yaml(config) if config else {}
+        raw: dict[str, Any] = load_yaml(config) if config else dict(QUICKSTART)
         raw.update({k: v for k, v in {"method": method, "rounds": rounds, "out": out}.items() if v is not None})
         cfg = validate_config(LoopConfig, raw, source=str(config or "embedded default"))
         console.print(f"loop {cfg.name}: {cfg.method} on {cfg.task}, {cfg.rounds} rounds → {cfg.run_dir}")

@@ -22,6 +22,7 @@ from vla_recover.train.weighting import WEIGHTERS
 __all__ = [
     "BASE_FIELDS",
     "FIRST_ROUND_FIELDS",
+    "QUICKSTART",
     "EvalConfig",
     "FinalTestConfig",
     "LoopConfig",
@@ -34,6 +35,18 @@ BASE_FIELDS = ("task", "task_config", "demos", "base_train", "evaluation")
 # What the first round's fleet and critic depend on besides those (seed_first_round).
 FIRST_ROUND_FIELDS = ("fleet", "fleet_seed_stride", "critic", "segmenter")
 _LOOP_SET = ("data", "out", "eval_task", "eval_every", "init_from", "select", "weighting")
+
+
+# The quickstart's task: LiftCube where demonstrations do not reach, a push while reaching and a slip while lifting
+# injected in half the episodes each (configs/loop/quickstart.yaml spells the same run out).
+QUICKSTART = {
+    "task_config": {
+        "failures": [
+            {"kind": "push", "phase": "reach", "probability": 0.5},
+            {"kind": "slip", "phase": "lift", "probability": 0.5},
+        ]
+    }
+}
 
 
 class DemoConfig(FrozenConfig):
@@ -116,7 +129,9 @@ class LoopConfig(FrozenConfig):
         "they train compare on the same data; seed_from must be a one-round run that is not reguide",
     )
     task: str = "LiftCube"
-    task_config: dict[str, Any] = Field(default_factory=dict)
+    task_config: dict[str, Any] = Field(
+        default_factory=dict, description="the task's settings, met by the fleet and the held-out evaluation alike"
+    )
     method: str = Field(default="habc", description=f"one of {', '.join(LOOP_METHODS)} (vla_recover.loop.methods)")
     rounds: int = Field(default=3, ge=0, le=100)
     demos: DemoConfig = DemoConfig()
