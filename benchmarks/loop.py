@@ -99,6 +99,77 @@ def _demo_budget(results: dict[str, Any], rounds: int) -> float | None:
     return round(sum(spent) / len(spent) / rounds, 1) if spent else None
 
 
+def _pipeline(raw: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The config of pipeline seed ``seed``: other base demonstrations, base training and fleet seeds (seed 0 is the
+    config as written), the same promotion and final-test seeds."""
+    if seed == 0:
+        return raw
+    fleet = raw.get("fleet", {})
+    return {
+        **raw,
+        "demos": {**raw.get("demos", {}), "seed": int(raw.get("demos", {}).get("seed", 0)) + 100 * seed},
+        "base_train": {**raw.get("base_train", {}), "seed": int(raw.get("base_train", {}).get("seed", 0)) + seed},
+        "fleet": {**fleet, "seed": int(fleet.get("seed", 0)) + 10_000 * seed},
+    }
+
+
+def _setting(raw: dict[str, Any], work: Path, methods: list[str], rounds: int) -> dict[str, Any]:
+    """One base and every method from it: the figures of one pipeline seed."""
+    base_dir = work / "base"
+    base = validate_config(
+        LoopConfig, {**raw, "name": "base", "out": base_dir, "rounds": 0, "baseline": "none"}, source="base"
+    )
+    LoopRun(base, LineReporter(f"{work.name}/base")).run()
+    results: dict[str, Any] = {}
+    for method in methods:
+        run = {
+            **raw,
+            "name": method,
+            "out": work / method,
+            "method": method,
+            "rounds": rounds,
+            "seed_from": base_dir,
+            "baseline": "none",
+        }  # fmt: skip (more_demos is a row of its own here)
+        budget = _demo_budget(results, rounds)
+        if LOOP_METHODS[method].rounds_collect == "demos" and budget is not None:
+            run["more_demos"] = {**raw.get("more_demos", {}), "human_s_per_round": budget}
+        config = validate_config(LoopConfig, run, source=method)
+        method_started = time.perf_counter()
+        summary = LoopRun(config, LineReporter(f"{work.name}/{method}")).run()
+        results[method] = {**_method_figures(summary), "wall_s": round(time.perf_counter() - method_started, 1)}
+        print(f"[cell] {work.name}/{method}: {results[method]['wall_s']:.0f}s", flush=True)
+    base_round = json.loads((base_dir / "summary.json").read_text())["rounds"][0]
+    base_eval, base_test = base_round["eval"], base_round.get("final_test")
+    judged = "final_test_success" if base_test is not None else "final_success"
+    base_rate = (base_test or base_eval)["success_rate"]
+    figures: dict[str, Any] = {
+        "judged_on": "final_test" if base_test is not None else "promotion_seeds",
+        "base_success": base_eval["success_rate"],
+        "base_ci95": base_eval["ci95"],
+        "base_final_test_success": base_test["success_rate"] if base_test else None,
+        "base_final_test_ci95": base_test["ci95"] if base_test else None,
+        "methods": results,
+    }
+    if "hitl_bc" in results and results["hitl_bc"][judged]:
+        for method in ("critic_cut", "habc"):
+            if method in results:
+                figures[f"{method}_vs_hitl_bc"] = round(results[method][judged] / results["hitl_bc"][judged], 3)
+    for result in results.values():
+        result["gain_points"] = round(100 * (result[judged] - base_rate), 1)
+    if "more_demos" in results:  # the user's question: an operator-hour on the fleet, or on demonstrations?
+        demo_gain = results["more_demos"][judged] - base_rate
+        for method, result in results.items():
+            if method != "more_demos" and demo_gain > 0:
+                result["gain_vs_more_demos"] = round((result[judged] - base_rate) / demo_gain, 3)
+    return figures
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(sum(known) / len(known), 4) if len(known) == len(values) and known else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=None, help="loop config; default: the embedded quickstart")
@@ -106,72 +177,54 @@ def main() -> None:
     parser.add_argument("--operator-budget-s", type=float, default=150.0, help="operator seconds per fleet round")
     parser.add_argument("--max-episodes", type=int, default=60, help="fleet episodes per round at most")
     parser.add_argument("--methods", default=",".join(LOOP_METHODS))
+    parser.add_argument(
+        "--pipeline-seeds",
+        default="0",
+        help="a base per seed (seed 0 in --work, seed k in --work/seed<k>); means over the seeds",
+    )
     parser.add_argument("--work", type=Path, default=Path("runs/bench_loop"))
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     unknown = sorted(set(methods) - set(LOOP_METHODS))
     if unknown:
         parser.error(f"--methods: unknown {unknown}; valid: {', '.join(LOOP_METHODS)}")
+    seeds = [int(k) for k in args.pipeline_seeds.split(",") if k]
+    if not seeds or min(seeds) < 0 or max(seeds) > 9:
+        parser.error(f"--pipeline-seeds: got {args.pipeline_seeds!r}; expected seeds in 0..9, e.g. 0,1,2")
     raw: dict[str, Any] = dict(load_yaml(args.config) or {}) if args.config else dict(QUICKSTART)
     raw["fleet"] = {**raw.get("fleet", {}), "episodes": args.max_episodes, "operator_budget_s": args.operator_budget_s}
-    started = time.perf_counter()
-    base_dir = args.work / "base"
-    base = validate_config(LoopConfig, {**raw, "name": "base", "out": base_dir, "rounds": 0}, source="base")
-    LoopRun(base, LineReporter("base")).run()
-    results: dict[str, Any] = {}
     # the baseline runs after the fleet methods, to buy demonstrations with the human time their rounds cost
     methods.sort(key=lambda m: LOOP_METHODS[m].rounds_collect == "demos")
-    for method in methods:
-        run = {
-            **raw,
-            "name": method,
-            "out": args.work / method,
-            "method": method,
-            "rounds": args.rounds,
-            "seed_from": base_dir,
-            "baseline": "none",
-        }  # fmt: skip (more_demos is a row of its own here)
-        budget = _demo_budget(results, args.rounds)
-        if LOOP_METHODS[method].rounds_collect == "demos" and budget is not None:
-            run["more_demos"] = {**raw.get("more_demos", {}), "human_s_per_round": budget}
-        config = validate_config(LoopConfig, run, source=method)
-        method_started = time.perf_counter()
-        summary = LoopRun(config, LineReporter(method)).run()
-        results[method] = {**_method_figures(summary), "wall_s": round(time.perf_counter() - method_started, 1)}
-    base_round = json.loads((base_dir / "summary.json").read_text())["rounds"][0]
-    base_eval = base_round["eval"]
-    base_test = base_round.get("final_test")
-    judged = "final_test_success" if base_test is not None else "final_success"
-    base_rate = (base_test or base_eval)["success_rate"]
-    best = max(results, key=lambda m: results[m][judged] or 0.0) if results else None
-    figures: dict[str, Any] = {
-        "task": base.task,
-        "rounds": args.rounds,
-        "eval_episodes": base.evaluation.episodes,
-        "eval_seeds": [base.evaluation.seed, base.evaluation.seed + base.evaluation.episodes - 1],
-        "operator_budget_s_per_round": args.operator_budget_s,
-        "judged_on": "final_test" if base_test is not None else "promotion_seeds",
-        "base_success": base_eval["success_rate"],
-        "base_ci95": base_eval["ci95"],
-        "base_final_test_success": base_test["success_rate"] if base_test else None,
-        "base_final_test_ci95": base_test["ci95"] if base_test else None,
-        "methods": results,
-        "best_method": best,
+    started = time.perf_counter()
+    per_seed = {k: _setting(_pipeline(raw, k), args.work / f"seed{k}" if k else args.work, methods, args.rounds)
+                for k in seeds}  # fmt: skip
+    config = validate_config(LoopConfig, {**raw, "rounds": 0}, source=str(args.config or "embedded default"))
+    judged = "final_test_success" if per_seed[seeds[0]]["judged_on"] == "final_test" else "final_success"
+    means = {
+        method: {
+            key: _mean([per_seed[k]["methods"][method].get(key) for k in seeds])
+            for key in (judged, "gain_points", "gain_vs_more_demos", "human_s", "rohe")
+        }
+        for method in methods
     }
-    if best is not None:
-        final = results[best][judged]
-        figures["best_vs_base"] = round(final / base_rate, 3) if base_rate else None
-        figures["best_gain_points"] = round(100 * (final - base_rate), 1)
-    if "hitl_bc" in results and results["hitl_bc"][judged]:
-        for method in ("critic_cut", "habc"):
-            if method in results:
-                ratio = results[method][judged] / results["hitl_bc"][judged]
-                figures[f"{method}_vs_hitl_bc"] = round(ratio, 3)
-    if "more_demos" in results:  # the user's question: an operator-hour on the fleet, or on demonstrations?
-        demo_gain = results["more_demos"][judged] - base_rate
-        for method, result in results.items():
-            if method != "more_demos" and demo_gain > 0:
-                result["gain_vs_more_demos"] = round((result[judged] - base_rate) / demo_gain, 3)
+    base_key = "base_final_test_success" if judged == "final_test_success" else "base_success"
+    contenders = [m for m in means if LOOP_METHODS[m].rounds_collect != "oracle"]  # the oracle is the ceiling
+    best = max(contenders, key=lambda m: means[m][judged] or 0.0) if contenders else None
+    figures: dict[str, Any] = {
+        "task": config.task,
+        "rounds": args.rounds,
+        "eval_episodes": config.evaluation.episodes,
+        "eval_seeds": [config.evaluation.seed, config.evaluation.seed + config.evaluation.episodes - 1],
+        "operator_budget_s_per_round": args.operator_budget_s,
+        "pipeline_seeds": seeds,
+        "base_mean": _mean([per_seed[k][base_key] for k in seeds]),
+        "mean_over_seeds": means,
+        "best_method": best,
+        "seeds": per_seed if len(seeds) > 1 else None,
+        **(per_seed[seeds[0]] if len(seeds) == 1 else {}),
+    }
+    if best is not None and figures["base_mean"]:
+        figures["best_vs_base"] = round(means[best][judged] / figures["base_mean"], 3)
     figures["wall_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(figures))
 

@@ -202,15 +202,19 @@ def test_a_run_saved_before_a_new_field_resumes(tmp_path: Path) -> None:
     config = validate_config(LoopConfig, {**load_yaml(DEBUG), "out": str(tmp_path / "run")})
     LoopRun(config)
     saved = tmp_path / "run" / "config.json"
-    older = {k: v for k, v in json.loads(saved.read_text()).items() if k != "seed_first_round"}
+    older = {k: v for k, v in json.loads(saved.read_text()).items() if k not in ("seed_first_round", "baseline")}
     del older["demos"]["conditions"]  # a section's field, too
     older["reguide"]["absorb"] = "ft"  # a section's field removed since (the method says it now)
     saved.write_text(json.dumps(older))
-    LoopRun(config)  # the missing fields read as their defaults, the removed one is left out
+    # the missing fields read as their defaults, the removed one is left out, and a run from before the baseline
+    # existed ran none
+    with pytest.raises(ValueError, match=r"fields \['baseline'\] differ"):
+        LoopRun(config)
+    LoopRun(config.model_copy(update={"baseline": "none"}))
     older["fleet"] = {**older["fleet"], "robots": 3}
     saved.write_text(json.dumps(older))
     with pytest.raises(ValueError, match=r"fields \['fleet'\] differ"):
-        LoopRun(config)  # a free-form section is compared as saved
+        LoopRun(config.model_copy(update={"baseline": "none"}))  # a free-form section is compared as saved
 
 
 def test_quickstart_yaml_is_the_embedded_default() -> None:

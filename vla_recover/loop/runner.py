@@ -433,11 +433,15 @@ class LoopRun:
         return summarize(self.config, self.results)
 
 
+# Fields whose default is not what a run saved before they existed did: such a run read as that behaviour.
+_BEFORE_THEY_EXISTED: dict[str, Any] = {"baseline": "none"}
+
+
 def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
     """A saved run config with every field added since it was saved at its default, in its sections too, and a
     section's field removed since left out (a free-form dict such as ``fleet`` is kept as saved: it has no fields)."""
     defaults = LoopConfig().model_dump(mode="json")
-    merged = {**defaults, **saved}
+    merged = {**defaults, **_BEFORE_THEY_EXISTED, **saved}
     for name, field in LoopConfig.model_fields.items():
         section = isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
         if section and isinstance(merged.get(name), dict):
