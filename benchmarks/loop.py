@@ -28,6 +28,10 @@ from vla_recover.loop.config import QUICKSTART, LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.runner import LineReporter, LoopRun
 
+# The fine-tuning recipe every fine-tuning method and more_demos share here (the rest of the config's retrain section
+# stays): the best mean of habc and more_demos in benchmarks/recipe_sweep.py on LiftCube without failures (RESULTS.md).
+RECIPE: dict[str, Any] = {"steps": 1200, "lr": 1e-3}
+
 
 def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
     rounds = summary["rounds"]
@@ -113,8 +117,10 @@ def _pipeline(raw: dict[str, Any], seed: int) -> dict[str, Any]:
     }
 
 
-def _setting(raw: dict[str, Any], work: Path, methods: list[str], rounds: int) -> dict[str, Any]:
-    """One base and every method from it: the figures of one pipeline seed."""
+def _setting(
+    raw: dict[str, Any], work: Path, methods: list[str], rounds: int, recipe: dict[str, Any]
+) -> dict[str, Any]:
+    """One base and every method from it, each fine-tuning with ``recipe``: the figures of one pipeline seed."""
     base_dir = work / "base"
     base = validate_config(
         LoopConfig, {**raw, "name": "base", "out": base_dir, "rounds": 0, "baseline": "none"}, source="base"
@@ -129,8 +135,9 @@ def _setting(raw: dict[str, Any], work: Path, methods: list[str], rounds: int) -
             "method": method,
             "rounds": rounds,
             "seed_from": base_dir,
-            "baseline": "none",
-        }  # fmt: skip (more_demos is a row of its own here)
+            "baseline": "none",  # more_demos is a row of its own here
+            "retrain": {**raw.get("retrain", {}), **recipe},
+        }
         budget = _demo_budget(results, rounds)
         if LOOP_METHODS[method].rounds_collect == "demos" and budget is not None:
             run["more_demos"] = {**raw.get("more_demos", {}), "human_s_per_round": budget}
@@ -182,6 +189,8 @@ def main() -> None:
         default="0",
         help="a base per seed (seed 0 in --work, seed k in --work/seed<k>); means over the seeds",
     )
+    parser.add_argument("--retrain-steps", type=int, default=RECIPE["steps"], help="the shared fine-tuning recipe")
+    parser.add_argument("--retrain-lr", type=float, default=RECIPE["lr"], help="the shared fine-tuning recipe")
     parser.add_argument("--work", type=Path, default=Path("runs/bench_loop"))
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
@@ -196,8 +205,11 @@ def main() -> None:
     # the baseline runs after the fleet methods, to buy demonstrations with the human time their rounds cost
     methods.sort(key=lambda m: LOOP_METHODS[m].rounds_collect == "demos")
     started = time.perf_counter()
-    per_seed = {k: _setting(_pipeline(raw, k), args.work / f"seed{k}" if k else args.work, methods, args.rounds)
-                for k in seeds}  # fmt: skip
+    recipe = {"steps": args.retrain_steps, "lr": args.retrain_lr}
+    per_seed = {
+        k: _setting(_pipeline(raw, k), args.work / f"seed{k}" if k else args.work, methods, args.rounds, recipe)
+        for k in seeds
+    }
     config = validate_config(LoopConfig, {**raw, "rounds": 0}, source=str(args.config or "embedded default"))
     judged = "final_test_success" if per_seed[seeds[0]]["judged_on"] == "final_test" else "final_success"
     means = {
@@ -216,6 +228,7 @@ def main() -> None:
         "eval_episodes": config.evaluation.episodes,
         "eval_seeds": [config.evaluation.seed, config.evaluation.seed + config.evaluation.episodes - 1],
         "operator_budget_s_per_round": args.operator_budget_s,
+        "fine_tuning_recipe": recipe,
         "pipeline_seeds": seeds,
         "base_mean": _mean([per_seed[k][base_key] for k in seeds]),
         "mean_over_seeds": means,
