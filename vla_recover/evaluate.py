@@ -29,7 +29,7 @@ __all__ = ["EpisodeObserver", "evaluate_checkpoint", "evaluate_policy", "running
 
 
 class EpisodeObserver(Protocol):
-    """Watches one evaluation episode: what DAgger's oracle needs to label every state the policy visits."""
+    """Watches one evaluation episode: what DAgger's oracle needs to act from the states the policy visits."""
 
     def started(self, env: Any, obs: dict[str, np.ndarray], info: dict[str, Any]) -> None: ...
 
@@ -157,10 +157,10 @@ def _run_batch(
     cfg = policy.config
     histories: list[deque[dict[str, np.ndarray]]] = []
     instructions = []
-    for env, seed in zip(envs, seeds, strict=True):
+    for i, (env, seed) in enumerate(zip(envs, seeds, strict=True)):
         obs, info = env.reset(seed=seed)
         if observers is not None:
-            observers[len(histories)].started(env, obs, info)
+            observers[i].started(env, obs, info)
         histories.append(deque([obs] * cfg.obs_horizon, maxlen=cfg.obs_horizon))
         instructions.append(info["instruction"])
     language = embedder.embed(instructions) if cfg.use_language else None

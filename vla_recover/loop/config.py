@@ -98,7 +98,8 @@ class MoreDemosConfig(FrozenConfig):
 
 
 class OracleConfig(FrozenConfig):
-    """The ``dagger_oracle`` bound: the scripted expert labels every state the current policy visits."""
+    """The ``dagger_oracle`` bound: the scripted expert acts one chunk from every chunk boundary the current policy
+    visits."""
 
     episodes: int | None = Field(
         default=None, ge=1, le=100_000, description="policy episodes a round labels; default: the fleet's episodes"

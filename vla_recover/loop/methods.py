@@ -27,7 +27,7 @@ class LoopMethod:
     shares: dict[str, float] | None = None  # DatasetConfig.shares: each source's part of the weight
     start: Literal["config", "scratch"] = "config"  # config: LoopConfig.retrain_from; scratch: every round
     guided: bool = False  # the fleet runs ReGuide's guided chunks, and only their successful episodes are absorbed
-    # demos: the round's human time buys demonstrations instead; oracle: the scripted expert labels the policy's states
+    # demos: the round's human time buys demonstrations instead; oracle: the expert acts from the policy's states
     rounds_collect: Literal["fleet", "demos", "oracle"] = "fleet"
     demo_conditions: Literal["nominal", "task"] = "nominal"  # where those demonstrations are recorded
 

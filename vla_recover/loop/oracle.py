@@ -33,7 +33,6 @@ class _Brancher:
         self.step = 0
         self.branches: list[EpisodeRecord] = []
         self.gaps: list[float] = []  # how far the policy's action was from the expert's, motion channels
-        self.success = False
 
     def started(self, env: Any, obs: dict[str, np.ndarray], info: dict[str, Any]) -> None:
         self.obs, self.info, self.instruction = obs, info, info["instruction"]
@@ -44,9 +43,7 @@ class _Brancher:
         self.step += 1
 
     def stepped(self, obs: dict[str, np.ndarray], info: dict[str, Any], terminated: bool, truncated: bool) -> None:
-        self.obs, self.info = obs, info
-        if terminated or truncated:
-            self.success = bool(info["is_success"])
+        self.obs, self.info = obs, info  # the episode's outcome is evaluation's
 
     def _branch(self, env: Any, action: np.ndarray) -> None:
         sim = env.unwrapped

@@ -204,22 +204,18 @@ class LoopRun:
             for r in range(1, cfg.rounds + 1):
                 policy = str(self.dir / "policies" / f"round_{r}" / "policy")
                 self.step(f"round_{r}.final_test", partial(final, policy), total=cfg.final_test.episodes)
-        if (
-            cfg.baseline != "none"
-            and cfg.loop_method.rounds_collect == "fleet"
-            and operators_present_s(self.results, self.config.rounds)
-        ):
-            self._baseline(base["policy"], demo_ids)
+        human_s = operators_present_s(self.results, cfg.rounds)  # what the fleet rounds cost
+        if cfg.baseline != "none" and cfg.loop_method.rounds_collect == "fleet" and human_s:
+            self._baseline(base["policy"], demo_ids, human_s)
         summary = self.summary()
         self.step("report", partial(self._report, summary))
         return summary
 
-    def _baseline(self, base_policy: str, demo_ids: list[int]) -> None:
-        """What the rounds' human time would have bought as demonstrations: bought from round 1's fleet seeds on,
-        fine-tuned into the base in one round with the same recipe, tested on the final-test seeds (the promotion
-        seeds when there is no final test)."""
+    def _baseline(self, base_policy: str, demo_ids: list[int], human_s: float) -> None:
+        """What the rounds' human time (``human_s``) would have bought as demonstrations: bought from round 1's fleet
+        seeds on, fine-tuned into the base in one round with the same recipe, tested on the final-test seeds (the
+        promotion seeds when there is no final test)."""
         cfg = self.config
-        human_s = operators_present_s(self.results, self.config.rounds)
         seed = cfg.fleet_config(self.store_path, self.dir, 1, {}).seed
         conditions = LOOP_METHODS[cfg.baseline].demo_conditions
         demos = self.step("baseline.demos", partial(self._buy_demos, seed, human_s, conditions))
