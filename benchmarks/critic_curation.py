@@ -180,7 +180,8 @@ def main() -> None:
         "--tune-episodes", type=int, default=48, help="the tuning fleet's episodes (0: no critic_tuned variant)"
     )
     args = parser.parse_args()
-    raw: dict[str, Any] = dict(load_yaml(args.config) or {})
+    # the variants are compared with each other, not with demonstrations: no baseline after the round
+    raw: dict[str, Any] = {**dict(load_yaml(args.config) or {}), "baseline": "none"}
     raw["fleet"] = {**raw.get("fleet", {}), "seed": args.seed}
     if args.episodes is not None:
         raw["fleet"]["episodes"] = args.episodes

@@ -84,7 +84,7 @@ def _cell(path: Path, work: Any) -> dict[str, Any]:
 
 def lift_cube_base(work: Path) -> dict[str, Any]:
     """The quickstart's base policy and its evaluation (a loop run with no rounds; resumed from its event log)."""
-    raw = dict(load_yaml(LOOP_CONFIGS["LiftCube"]) or {})
+    raw = {**dict(load_yaml(LOOP_CONFIGS["LiftCube"]) or {}), "baseline": "none"}  # the base alone
     config = validate_config(LoopConfig, {**raw, "name": "LiftCube_base", "out": work / "base", "rounds": 0})
     summary = LoopRun(config, LineReporter("LiftCube base")).run()
     return {"policy": work / "base" / "policies" / "base" / "policy", "eval": summary["rounds"][0]["eval"]}

@@ -122,9 +122,7 @@ def _setting(
 ) -> dict[str, Any]:
     """One base and every method from it, each fine-tuning with ``recipe``: the figures of one pipeline seed."""
     base_dir = work / "base"
-    base = validate_config(
-        LoopConfig, {**raw, "name": "base", "out": base_dir, "rounds": 0, "baseline": "none"}, source="base"
-    )
+    base = validate_config(LoopConfig, {**raw, "name": "base", "out": base_dir, "rounds": 0}, source="base")
     LoopRun(base, LineReporter(f"{work.name}/base")).run()
     results: dict[str, Any] = {}
     for method in methods:
@@ -135,7 +133,6 @@ def _setting(
             "method": method,
             "rounds": rounds,
             "seed_from": base_dir,
-            "baseline": "none",  # more_demos is a row of its own here
             "retrain": {**raw.get("retrain", {}), **recipe},
         }
         budget = _demo_budget(results, rounds)
@@ -202,6 +199,7 @@ def main() -> None:
         parser.error(f"--pipeline-seeds: got {args.pipeline_seeds!r}; expected seeds in 0..9, e.g. 0,1,2")
     raw: dict[str, Any] = dict(load_yaml(args.config) or {}) if args.config else dict(QUICKSTART)
     raw["fleet"] = {**raw.get("fleet", {}), "episodes": args.max_episodes, "operator_budget_s": args.operator_budget_s}
+    raw["baseline"] = "none"  # more_demos is a row of its own here
     # the baseline runs after the fleet methods, to buy demonstrations with the human time their rounds cost
     methods.sort(key=lambda m: LOOP_METHODS[m].rounds_collect == "demos")
     started = time.perf_counter()

@@ -82,7 +82,8 @@ def main() -> None:
         parser.error(f"--rules: unknown {unknown}; valid: {', '.join(RULES)}")
     if args.repeats < 1:
         parser.error(f"--repeats: got {args.repeats}; give 1 or more")
-    raw: dict[str, Any] = dict(load_yaml(args.config) or {})
+    # the rules are compared with each other, not with demonstrations: no baseline after the round
+    raw: dict[str, Any] = {**dict(load_yaml(args.config) or {}), "baseline": "none"}
     if args.base is not None:  # a finished base run, as it was configured
         base_dir = args.base
         base = LoopRun(validate_config(LoopConfig, json.loads((base_dir / "config.json").read_text())))
