@@ -3,22 +3,31 @@ operator budget, on the same held-out evaluation seeds.
 
     python benchmarks/loop.py [--config configs/loop/quickstart.yaml] [--rounds 3] [--operator-budget-s 150]
                               [--methods hitl_bc,sirius,critic_cut,habc,reguide] (default: all) [--work runs/bench_loop]
+                              [--pipeline-seeds 0,1,2]
+    python benchmarks/loop.py --grid [--settings lift_failures,pick_place_failures] [--pipeline-seeds 0]
+                              [--work runs/bench_grid]
 
 Each method's run is a full ``vla-recover loop`` run (report and plots in ``<work>/<method>/``) seeded from one shared
-base run (demos, base policy, base evaluation), so the methods differ only in what happens in the rounds. Every fleet
+base run (demos, base policy, base evaluation), so the methods differ only in what happens in the rounds. A pipeline
+seed k > 0 draws other base demonstrations, base training and fleet seeds (in ``<work>/seed<k>/``). Every fleet
 round stops when its operators have spent ``--operator-budget-s`` seconds. ``more_demos`` runs last and buys
 demonstrations with what the fleet methods' rounds cost in operator presence; ``dagger_oracle`` charges no human time
 and says where the ceiling is. Per method: success per round on the promotion and final-test seeds with 95% intervals,
 the promoted version, human-seconds present and busy by role, successes per operator-hour and Fleet-DAgger's return
-on human effort (ROHE). Methods are judged on the final-test seeds, which no promotion saw. A finished method is read
-back from its run folder, so an interrupted benchmark resumes; each prints its time. Prints one JSON object on its
-last line."""
+on human effort (ROHE). Methods are judged on the final-test seeds, which no promotion saw.
+
+``--grid`` runs the settings of ``GRID`` (LiftCube with and without failures, PickPlaceBin with failures,
+robosuite's PickPlaceCan; about 8 hours of 2 cores in all), each in ``<work>/<setting>/``, and judges the loop's
+goals on the means over the pipeline seeds run so far (``grid_goals``): ``--settings`` and ``--pipeline-seeds`` pick
+what one sitting runs. A finished method is read back from its run folder and an unfinished one resumes, so a
+benchmark runs over several sittings; each method prints its time. Prints one JSON object on its last line."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -174,41 +183,145 @@ def _mean(values: list[float | None]) -> float | None:
     return round(sum(known) / len(known), 4) if len(known) == len(values) and known else None
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", type=Path, default=None, help="loop config; default: the embedded quickstart")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--operator-budget-s", type=float, default=150.0, help="operator seconds per fleet round")
-    parser.add_argument("--max-episodes", type=int, default=60, help="fleet episodes per round at most")
-    parser.add_argument("--methods", default=",".join(LOOP_METHODS))
-    parser.add_argument(
-        "--pipeline-seeds",
-        default="0",
-        help="a base per seed (seed 0 in --work, seed k in --work/seed<k>); means over the seeds",
-    )
-    parser.add_argument("--retrain-steps", type=int, default=RECIPE["steps"], help="the shared fine-tuning recipe")
-    parser.add_argument("--retrain-lr", type=float, default=RECIPE["lr"], help="the shared fine-tuning recipe")
-    parser.add_argument("--work", type=Path, default=Path("runs/bench_loop"))
-    args = parser.parse_args()
-    methods = [m for m in args.methods.split(",") if m]
-    unknown = sorted(set(methods) - set(LOOP_METHODS))
-    if unknown:
-        parser.error(f"--methods: unknown {unknown}; valid: {', '.join(LOOP_METHODS)}")
-    seeds = [int(k) for k in args.pipeline_seeds.split(",") if k]
-    if not seeds or min(seeds) < 0 or max(seeds) > 9:
-        parser.error(f"--pipeline-seeds: got {args.pipeline_seeds!r}; expected seeds in 0..9, e.g. 0,1,2")
-    raw: dict[str, Any] = dict(load_yaml(args.config) or {}) if args.config else dict(QUICKSTART)
-    raw["fleet"] = {**raw.get("fleet", {}), "episodes": args.max_episodes, "operator_budget_s": args.operator_budget_s}
-    raw["baseline"] = "none"  # more_demos is a row of its own here
-    # the baseline runs after the fleet methods, to buy demonstrations with the human time their rounds cost
-    methods.sort(key=lambda m: LOOP_METHODS[m].rounds_collect == "demos")
-    started = time.perf_counter()
-    recipe = {"steps": args.retrain_steps, "lr": args.retrain_lr}
-    per_seed = {
-        k: _setting(_pipeline(raw, k), args.work / f"seed{k}" if k else args.work, methods, args.rounds, recipe)
-        for k in seeds
+@dataclass(frozen=True)
+class Setting:
+    """One setting of the grid: a loop config, the methods run on it, its pipeline seeds and its rounds."""
+
+    config: Path
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+    rounds: int
+
+
+# The grid every goal is judged on (about 8 hours of 2 cores, run over several sittings; finished runs are read back).
+# PickPlaceBin takes the three best methods on LiftCube with failures (RESULTS.md) and the baselines.
+GRID: dict[str, Setting] = {
+    "lift_failures": Setting(Path("configs/loop/quickstart.yaml"), tuple(LOOP_METHODS), (0, 1, 2), 3),
+    "lift_nominal": Setting(Path("configs/loop/lift_nominal.yaml"), tuple(LOOP_METHODS), (0, 1, 2), 3),
+    "pick_place_failures": Setting(
+        Path("configs/loop/pick_place_failures.yaml"),
+        ("habc", "hitl_bc", "critic_cut", "more_demos", "more_demos_perturbed", "dagger_oracle"),
+        (0, 1, 2),
+        4,
+    ),
+    "robosuite_can": Setting(Path("configs/loop/robosuite_pick_place_can.yaml"), ("habc", "more_demos"), (0,), 3),
+}
+
+
+def _goal(setting: str, goal: str, measured: float | None, target: float, at_least: bool = True) -> dict[str, Any]:
+    met = None if measured is None else (measured >= target if at_least else measured <= target)
+    return {"setting": setting, "goal": goal, "measured": measured, "target": target, "met": met}
+
+
+def grid_goals(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The loop's goals on the settings measured so far, each from the means over the pipeline seeds run; a goal
+    judged on fewer seeds than its setting has says so (``seeds``)."""
+    goals: list[dict[str, Any]] = []
+    targets = {  # setting: (the best method's success at least, its gain over more_demos' at least)
+        "lift_failures": (0.90, 1.5),
+        "lift_nominal": (0.98, None),
+        "pick_place_failures": (0.60, 1.5),
     }
-    config = validate_config(LoopConfig, {**raw, "rounds": 0}, source=str(args.config or "embedded default"))
+    for name, figures in results.items():
+        means, judged, base = figures["mean_over_seeds"], figures["judged"], figures["base_mean"]
+        best = figures["best_method"]
+        added: list[dict[str, Any]] = []
+        success_target, ratio_target = targets.get(name, (None, None))
+        if best is not None and success_target is not None:
+            goal = _goal(name, f"best method ({best}) success", means[best][judged], success_target)
+            if "dagger_oracle" in means:  # the ceiling a goal out of reach is read against
+                goal["dagger_oracle"] = means["dagger_oracle"][judged]
+            added.append(goal)
+        if best is not None and ratio_target is not None and "more_demos" in means:
+            added.append(
+                _goal(
+                    name,
+                    "best gain / more_demos gain",
+                    _ratio(means[best]["gain_points"], means["more_demos"]["gain_points"]),
+                    ratio_target,
+                )
+            )
+        if name == "pick_place_failures":
+            added.append(_goal(name, "base success", base, 0.15, at_least=False))
+            minutes = [means[m]["human_s"] / figures["rounds"] / 60 for m in means if _contender(m)]
+            added.append(
+                _goal(
+                    name,
+                    "operator-minutes a round (most)",
+                    round(max(minutes), 2) if minutes else None,
+                    10.0,
+                    at_least=False,
+                )
+            )
+            if "hitl_bc" in means and (means["hitl_bc"][judged] or 0) < 0.8:
+                rivals = [means[m][judged] for m in ("habc", "critic_cut") if m in means]
+                added.append(
+                    _goal(
+                        name,
+                        "max(habc, critic_cut) / hitl_bc",
+                        _ratio(max(rivals), means["hitl_bc"][judged]) if rivals else None,
+                        1.2,
+                    )
+                )
+        if name == "robosuite_can":
+            added.append(_goal(name, "base success", base, 0.40, at_least=False))
+            added.append(_goal(name, "best / base", figures.get("best_vs_base"), 2.0))
+        if "critic_cut" in means and "critic_cut_gt" in means:
+            added.append(
+                _goal(
+                    name,
+                    "critic_cut gain / critic_cut_gt gain",
+                    _ratio(means["critic_cut"]["gain_points"], means["critic_cut_gt"]["gain_points"]),
+                    0.8,
+                )
+            )
+        shortfall = [
+            100
+            * (
+                result[judged]
+                - (
+                    seed_figures["base_final_test_success"]
+                    if judged == "final_test_success"
+                    else seed_figures["base_success"]
+                )
+            )
+            for seed_figures in _per_seed(figures).values()
+            for method, result in seed_figures["methods"].items()
+            if LOOP_METHODS[method].rounds_collect == "fleet"
+        ]
+        least = round(min(shortfall), 1) if shortfall else None
+        added.append(_goal(name, "promoted minus base, points (least)", least, 0.0))
+        seeds_run, seeds_all = len(figures["pipeline_seeds"]), len(GRID[name].seeds) if name in GRID else None
+        goals += [{**goal, "seeds": f"{seeds_run} of {seeds_all}"} for goal in added]
+    return goals
+
+
+def _per_seed(figures: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return figures["seeds"] or {figures["pipeline_seeds"][0]: figures}
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return round(numerator / denominator, 3) if numerator is not None and denominator else None
+
+
+def _contender(method: str) -> bool:
+    """A method a user could deploy: it runs a fleet and keeps data by what a real robot knows (not the simulator's
+    ground truth); the demonstration baselines and the oracle are references."""
+    spec = LOOP_METHODS[method]
+    return spec.rounds_collect == "fleet" and spec.retention != "ground_truth"
+
+
+def run_config(
+    raw: dict[str, Any], work: Path, methods: list[str], seeds: list[int], rounds: int, recipe: dict[str, Any]
+) -> dict[str, Any]:
+    """Every method on ``raw`` over the pipeline ``seeds`` (a base per seed; seed 0 in ``work``, seed k in
+    ``work/seed<k>``): the figures per seed and their means."""
+    raw = {**raw, "baseline": "none"}  # more_demos is a row of its own here
+    # the baseline runs after the fleet methods, to buy demonstrations with the human time their rounds cost
+    methods = sorted(methods, key=lambda m: LOOP_METHODS[m].rounds_collect == "demos")
+    per_seed = {
+        k: _setting(_pipeline(raw, k), work / f"seed{k}" if k else work, methods, rounds, recipe) for k in seeds
+    }
     judged = "final_test_success" if per_seed[seeds[0]]["judged_on"] == "final_test" else "final_success"
     means = {
         method: {
@@ -218,16 +331,17 @@ def main() -> None:
         for method in methods
     }
     base_key = "base_final_test_success" if judged == "final_test_success" else "base_success"
-    contenders = [m for m in means if LOOP_METHODS[m].rounds_collect != "oracle"]  # the oracle is the ceiling
+    contenders = [m for m in means if _contender(m)]
     best = max(contenders, key=lambda m: means[m][judged] or 0.0) if contenders else None
+    config = validate_config(LoopConfig, {**raw, "rounds": 0}, source=str(work))
     figures: dict[str, Any] = {
         "task": config.task,
-        "rounds": args.rounds,
-        "eval_episodes": config.evaluation.episodes,
+        "rounds": rounds,
         "eval_seeds": [config.evaluation.seed, config.evaluation.seed + config.evaluation.episodes - 1],
-        "operator_budget_s_per_round": args.operator_budget_s,
+        "final_test_seeds": [config.final_test.seed, config.final_test.seed + config.final_test.episodes - 1],
         "fine_tuning_recipe": recipe,
         "pipeline_seeds": seeds,
+        "judged": judged,
         "base_mean": _mean([per_seed[k][base_key] for k in seeds]),
         "mean_over_seeds": means,
         "best_method": best,
@@ -236,6 +350,70 @@ def main() -> None:
     }
     if best is not None and figures["base_mean"]:
         figures["best_vs_base"] = round(means[best][judged] / figures["base_mean"], 3)
+    return figures
+
+
+def _raw_config(path: Path | None, max_episodes: int, operator_budget_s: float) -> dict[str, Any]:
+    raw: dict[str, Any] = dict(load_yaml(path) or {}) if path else dict(QUICKSTART)
+    raw["fleet"] = {**raw.get("fleet", {}), "episodes": max_episodes, "operator_budget_s": operator_budget_s}
+    validate_config(LoopConfig, {**raw, "rounds": 0}, source=str(path or "embedded default"))
+    return raw
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=None, help="loop config; default: the embedded quickstart")
+    parser.add_argument("--rounds", type=int, default=None, help="default 3")
+    parser.add_argument("--operator-budget-s", type=float, default=150.0, help="operator seconds per fleet round")
+    parser.add_argument("--max-episodes", type=int, default=60, help="fleet episodes per round at most")
+    parser.add_argument("--methods", default=None, help="default: every method")
+    parser.add_argument(
+        "--pipeline-seeds",
+        default=None,
+        help="comma-separated pipeline seeds, each with its own base (default 0); with --grid, the grid's seeds "
+        "to run now (default: all of each setting's)",
+    )
+    parser.add_argument(
+        "--grid", action="store_true", help="run the settings of GRID (every goal's grid) and judge the goals"
+    )
+    parser.add_argument("--settings", default=None, help="with --grid: which settings (default: all)")
+    parser.add_argument("--retrain-steps", type=int, default=RECIPE["steps"], help="the shared fine-tuning recipe")
+    parser.add_argument("--retrain-lr", type=float, default=RECIPE["lr"], help="the shared fine-tuning recipe")
+    parser.add_argument("--work", type=Path, default=None, help="default runs/bench_loop (--grid: runs/bench_grid)")
+    args = parser.parse_args()
+    seeds = [int(k) for k in (args.pipeline_seeds or "0").split(",") if k]
+    if not seeds or min(seeds) < 0 or max(seeds) > 9:
+        parser.error(f"--pipeline-seeds: got {args.pipeline_seeds!r}; expected seeds in 0..9, e.g. 0,1,2")
+    recipe = {"steps": args.retrain_steps, "lr": args.retrain_lr}
+    started = time.perf_counter()
+    if args.grid:
+        given = [f for f in ("config", "methods", "rounds") if getattr(args, f) is not None]
+        if given:
+            parser.error(f"--grid sets each setting's config, methods and rounds itself; drop --{given[0]}")
+        names = [n for n in (args.settings or ",".join(GRID)).split(",") if n]
+        unknown = sorted(set(names) - set(GRID))
+        if unknown:
+            parser.error(f"--settings: unknown {unknown}; valid: {', '.join(GRID)}")
+        only = set(seeds) if args.pipeline_seeds else None
+        work = args.work or Path("runs/bench_grid")
+        results: dict[str, dict[str, Any]] = {}
+        for name in names:
+            setting = GRID[name]
+            raw = _raw_config(setting.config, args.max_episodes, args.operator_budget_s)
+            run_seeds = [k for k in setting.seeds if only is None or k in only]
+            if run_seeds:
+                results[name] = run_config(raw, work / name, list(setting.methods), run_seeds, setting.rounds, recipe)
+                print(f"[setting] {name}: {time.perf_counter() - started:.0f}s so far", flush=True)
+        figures: dict[str, Any] = {"settings": results, "goals": grid_goals(results)}
+    else:
+        methods = [m for m in (args.methods or ",".join(LOOP_METHODS)).split(",") if m]
+        unknown = sorted(set(methods) - set(LOOP_METHODS))
+        if unknown:
+            parser.error(f"--methods: unknown {unknown}; valid: {', '.join(LOOP_METHODS)}")
+        raw = _raw_config(args.config, args.max_episodes, args.operator_budget_s)
+        work = args.work or Path("runs/bench_loop")
+        figures = run_config(raw, work, methods, seeds, 3 if args.rounds is None else args.rounds, recipe)
+        figures["operator_budget_s_per_round"] = args.operator_budget_s
     figures["wall_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(figures))
 
