@@ -17,7 +17,7 @@ the promoted version, human-seconds present and busy by role, successes per oper
 on human effort (ROHE). Methods are judged on the final-test seeds, which no promotion saw.
 
 ``--grid`` runs the settings of ``GRID`` (LiftCube with and without failures, PickPlaceBin with failures,
-robosuite's PickPlaceCan; about 8 hours of 2 cores in all), each in ``<work>/<setting>/``, and judges the loop's
+robosuite's PickPlaceCan; about 14 hours of 2 cores in all), each in ``<work>/<setting>/``, and judges the loop's
 goals on the means over the pipeline seeds run so far (``grid_goals``): ``--settings`` and ``--pipeline-seeds`` pick
 what one sitting runs. A finished method is read back from its run folder and an unfinished one resumes, so a
 benchmark runs over several sittings; each method prints its time. Prints one JSON object on its last line."""
@@ -191,9 +191,11 @@ class Setting:
     methods: tuple[str, ...]
     seeds: tuple[int, ...]
     rounds: int
+    operator_budget_s: float = 150.0  # busy operator-seconds a fleet round stops at
+    max_episodes: int = 60  # fleet episodes a round stops at
 
 
-# The grid every goal is judged on (about 8 hours of 2 cores, run over several sittings; finished runs are read back).
+# The grid every goal is judged on (about 14 hours of 2 cores, run over several sittings; finished runs are read back).
 # PickPlaceBin takes the three best methods on LiftCube with failures (RESULTS.md) and the baselines.
 GRID: dict[str, Setting] = {
     "lift_failures": Setting(Path("configs/loop/quickstart.yaml"), tuple(LOOP_METHODS), (0, 1, 2), 3),
@@ -364,8 +366,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=None, help="loop config; default: the embedded quickstart")
     parser.add_argument("--rounds", type=int, default=None, help="default 3")
-    parser.add_argument("--operator-budget-s", type=float, default=150.0, help="operator seconds per fleet round")
-    parser.add_argument("--max-episodes", type=int, default=60, help="fleet episodes per round at most")
+    parser.add_argument("--operator-budget-s", type=float, default=None, help="busy operator-s a round (150)")
+    parser.add_argument("--max-episodes", type=int, default=None, help="fleet episodes a round at most (60)")
     parser.add_argument("--methods", default=None, help="default: every method")
     parser.add_argument(
         "--pipeline-seeds",
@@ -387,9 +389,10 @@ def main() -> None:
     recipe = {"steps": args.retrain_steps, "lr": args.retrain_lr}
     started = time.perf_counter()
     if args.grid:
-        given = [f for f in ("config", "methods", "rounds") if getattr(args, f) is not None]
+        fields = ("config", "methods", "rounds", "operator_budget_s", "max_episodes")
+        given = [f for f in fields if getattr(args, f) is not None]
         if given:
-            parser.error(f"--grid sets each setting's config, methods and rounds itself; drop --{given[0]}")
+            parser.error(f"--grid sets each setting's {given[0]} itself; drop --{given[0].replace('_', '-')}")
         names = [n for n in (args.settings or ",".join(GRID)).split(",") if n]
         unknown = sorted(set(names) - set(GRID))
         if unknown:
@@ -399,7 +402,7 @@ def main() -> None:
         results: dict[str, dict[str, Any]] = {}
         for name in names:
             setting = GRID[name]
-            raw = _raw_config(setting.config, args.max_episodes, args.operator_budget_s)
+            raw = _raw_config(setting.config, setting.max_episodes, setting.operator_budget_s)
             run_seeds = [k for k in setting.seeds if only is None or k in only]
             if run_seeds:
                 results[name] = run_config(raw, work / name, list(setting.methods), run_seeds, setting.rounds, recipe)
@@ -410,10 +413,11 @@ def main() -> None:
         unknown = sorted(set(methods) - set(LOOP_METHODS))
         if unknown:
             parser.error(f"--methods: unknown {unknown}; valid: {', '.join(LOOP_METHODS)}")
-        raw = _raw_config(args.config, args.max_episodes, args.operator_budget_s)
+        budget = 150.0 if args.operator_budget_s is None else args.operator_budget_s
+        raw = _raw_config(args.config, args.max_episodes or 60, budget)
         work = args.work or Path("runs/bench_loop")
         figures = run_config(raw, work, methods, seeds, 3 if args.rounds is None else args.rounds, recipe)
-        figures["operator_budget_s_per_round"] = args.operator_budget_s
+        figures["operator_budget_s_per_round"] = budget
     figures["wall_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(figures))
 
