@@ -146,12 +146,25 @@ def test_a_run_folder_refuses_a_different_config(tmp_path: Path) -> None:
         ({"final_test": {"seed": 100_002}}, "final_test.seed: got 100002; the final-test seeds must start at or above"),
         ({"task": "LiftCub"}, "task: unknown task 'LiftCub'; valid task ids: vla_recover/LiftCube-v0"),
         ({"task_config": {"bogus": 1}}, "bogus"),
+        ({"demos": {"starts": 10, "starts_seed": 99_995}}, "demos.starts_seed: got 99995; its 10 starts reach"),
     ],
 )
 def test_bad_loop_configs_name_the_field(change: dict[str, object], field: str) -> None:
     raw = {**load_yaml(DEBUG), **change}
     with pytest.raises((ConfigError, ValueError), match=field):
         validate_config(LoopConfig, raw, source="test")
+
+
+def test_demo_starts_add_two_step_episodes_from_their_own_seeds(tmp_path: Path) -> None:
+    raw = {**load_yaml(DEBUG), "out": str(tmp_path / "run"), "rounds": 0, "demos": {"episodes": 3, "starts": 4}}
+    summary = LoopRun(validate_config(LoopConfig, raw)).run()
+    with EpisodeStore(tmp_path / "run" / "store") as store:
+        rows = store.episodes()
+    starts = [row for row in rows if row.info["seed"] >= 50_000]
+    assert sorted(row.info["seed"] for row in starts) == [50_000, 50_001, 50_002, 50_003]
+    assert {row.stop - row.start for row in starts} == {2}
+    assert len(rows) == 7 and all(row.stop - row.start > 2 for row in rows if row not in starts)
+    assert summary["rounds"][0]["policy"] == "base"
 
 
 def _logged_run(out: Path, steps: tuple[str, ...], **changes: object) -> dict[str, object]:

@@ -61,6 +61,15 @@ class DemoConfig(FrozenConfig):
         description="nominal: recorded without the task_config's injected failures, as demonstrations usually are; "
         "task: under them, as the fleet and the evaluation meet the task",
     )
+    starts: int = Field(
+        default=0,
+        ge=0,
+        le=100_000,
+        description="two-step episodes by the same demonstrator besides the demos, one per seed from starts_seed: "
+        "the first windows of an attempt, where the instruction decides which object to go for (a small policy "
+        "learns to read the instruction from these, which a few whole demonstrations hold too few of)",
+    )
+    starts_seed: int = Field(default=50_000, ge=0, description="the first start's seed, below the evaluation's")
 
 
 class EvalConfig(FrozenConfig):
@@ -274,6 +283,11 @@ class LoopConfig(FrozenConfig):
             raise ValueError(
                 f"fleet.seed / fleet_seed_stride: round {self.rounds} reaches seed {last_seed}, into the held-out "
                 f"evaluation seeds starting at {self.evaluation.seed}"
+            )
+        if self.demos.starts and self.demos.starts_seed + self.demos.starts > self.evaluation.seed:
+            raise ValueError(
+                f"demos.starts_seed: got {self.demos.starts_seed}; its {self.demos.starts} starts reach into the "
+                f"held-out evaluation seeds starting at {self.evaluation.seed}"
             )
         promotion_end, final = self.evaluation.seed + self.evaluation.episodes, self.final_test
         if final.episodes and final.seed < promotion_end:

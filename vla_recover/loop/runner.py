@@ -166,7 +166,7 @@ class LoopRun:
     # -- the loop ---------------------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.config
-        demos = self.step("demos", self._collect_demos, total=cfg.demos.episodes)
+        demos = self.step("demos", self._collect_demos, total=cfg.demos.episodes + cfg.demos.starts)
         demo_ids = demos["episode_ids"]
         base = self.step("base_train", partial(self._train, "base", demo_ids, None), total=self._steps(False))
         current, current_eval = (
@@ -248,7 +248,17 @@ class LoopRun:
         ids, _ = collect_demos(collect, lambda done, _: self.reporter.advance(done))
         with EpisodeStore(self.store_path) as store:
             successes = sum(row.outcome == "success" for row in store.episodes() if row.id in set(ids))
-        return {"episode_ids": sorted(ids), "successes": successes}
+        if not cfg.demos.starts:
+            return {"episode_ids": sorted(ids), "successes": successes}
+        starts = collect.model_copy(
+            update={
+                "episodes": cfg.demos.starts,
+                "seed": cfg.demos.starts_seed,
+                "task_config": {**collect.task_config, "horizon": 2},
+            }
+        )
+        start_ids, _ = collect_demos(starts, lambda done, _: self.reporter.advance(cfg.demos.episodes + done))
+        return {"episode_ids": sorted(ids + start_ids), "successes": successes, "starts": len(start_ids)}
 
     def _train(
         self,
