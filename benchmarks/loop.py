@@ -205,6 +205,8 @@ GRID: dict[str, Setting] = {
         ("habc", "hitl_bc", "critic_cut", "more_demos", "more_demos_perturbed", "dagger_oracle"),
         (0, 1, 2),
         4,
+        operator_budget_s=300.0,  # its goal allows 10 operator-minutes a round: three operators present ~5
+        max_episodes=96,
     ),
     "robosuite_can": Setting(Path("configs/loop/robosuite_pick_place_can.yaml"), ("habc", "more_demos"), (0,), 3),
 }
