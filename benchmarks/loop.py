@@ -202,7 +202,7 @@ GRID: dict[str, Setting] = {
     "lift_nominal": Setting(Path("configs/loop/lift_nominal.yaml"), tuple(LOOP_METHODS), (0, 1, 2), 3),
     "pick_place_failures": Setting(
         Path("configs/loop/pick_place_failures.yaml"),
-        ("habc", "hitl_bc", "critic_cut", "more_demos", "more_demos_perturbed", "dagger_oracle"),
+        ("habc", "dagger_oracle", "hitl_bc", "critic_cut", "more_demos", "more_demos_perturbed"),
         (0, 1, 2),
         4,
         operator_budget_s=300.0,  # its goal allows 10 operator-minutes a round: three operators present ~5

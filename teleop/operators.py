@@ -134,10 +134,12 @@ class SimTeleoperator:
         self.rewound = False
         self.streak = 0  # corrective steps the release rule has counted so far
         self.best_before = 0.0  # the attempt's best progress before the takeover
+        self.free_at = 0.0  # handing the last robot back: no next takeover before then
 
     def act(self, fleet: FleetAPI) -> None:
         if self.robot is None:
-            self._take_next(fleet)
+            if fleet.now() >= self.free_at:
+                self._take_next(fleet)
             return
         slot = fleet.slots[self.robot]
         if slot.state != "teleop" or slot.lease is None or slot.lease.token != self.token:
@@ -198,6 +200,7 @@ class SimTeleoperator:
         return -progress_lost(slot.branch_progress) + 1e-6 * slot.machine.since
 
     def _finish(self, fleet: FleetAPI, handed_back: bool) -> None:
-        seconds = fleet.now() - self.started + (self.config.handback_s if handed_back else 0.0)
-        fleet.ledger.charge(self.role, seconds)
+        handback = self.config.handback_s if handed_back else 0.0
+        fleet.ledger.charge(self.role, fleet.now() - self.started + handback)
+        self.free_at = fleet.now() + handback  # the hand-back is time on the clock, as the busy seconds say
         self.robot = self.token = None

@@ -95,7 +95,9 @@ def _config(tmp_path: Path, **overrides: Any) -> FleetConfig:
 
 
 def test_two_teleoperators_serve_two_failing_robots_at_once_and_the_response_is_reported(tmp_path: Path) -> None:
-    config = _config(tmp_path, floor_operator={"count": 2, "resets": "automatic"}, teleoperator={"count": 2})
+    # no hand-back time, so a teleoperator is free the moment it releases a robot: the grant latency is the floor's
+    teleoperator = {"count": 2, "handback_s": 0.0}
+    config = _config(tmp_path, floor_operator={"count": 2, "resets": "automatic"}, teleoperator=teleoperator)
     fleet = build_fleet(config)
     assert [op.name for op in fleet.operators] == ["floor-1", "floor-2", "teleop-1", "teleop-2"]
     fleet.start()
@@ -249,3 +251,26 @@ def test_rohe_is_output_per_robot_over_effort_per_human_and_undefined_without_ro
     assert return_on_human_effort(10, 9, humans=2, robots=4) == 0.5  # the same effort, shared by two people
     assert return_on_human_effort(0, 0, humans=1, robots=1) == 0.0
     assert return_on_human_effort(3, 0, humans=1, robots=0) is None
+
+
+def test_a_teleoperator_handing_a_robot_back_takes_the_next_only_after_the_hand_back(tmp_path: Path) -> None:
+    from vla_recover.data import EpisodeStore
+
+    # four robots pushed in every attempt, long enough to wait: the one teleoperator always has a robot waiting
+    push = {"kind": "push", "phase": "reach", "probability": 1.0, "delay": [3, 3]}
+    config = _config(
+        tmp_path,
+        robots=4,
+        episodes=4,
+        task_config={"horizon": 240, "failures": [push]},
+        teleoperator={"handback_s": 1.5, "max_steps": 10},
+    )
+    summary = build_fleet(config).run()
+    with EpisodeStore(tmp_path / "store") as store:
+        events = [e for e in store.index.events() if e.kind in ("takeover_granted", "takeover_released")]
+    released = [e.payload["sim_time"] for e in events if e.kind == "takeover_released"]
+    granted = [e.payload["sim_time"] for e in events if e.kind == "takeover_granted"]
+    assert len(released) >= 3
+    assert all(grant >= release + 1.5 - 1e-6 for release, grant in zip(released, granted[1:], strict=False))
+    # busy seconds fit in the time on shift: the hand-back is on the clock
+    assert summary["operator_s"]["teleop"] <= summary["operator_present_s"]["teleop"] + 1.5
