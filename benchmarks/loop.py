@@ -279,21 +279,13 @@ def grid_goals(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                     0.8,
                 )
             )
-        shortfall = [
-            100
-            * (
-                result[judged]
-                - (
-                    seed_figures["base_final_test_success"]
-                    if judged == "final_test_success"
-                    else seed_figures["base_success"]
-                )
-            )
+        gains = [  # each seed's promoted policy over its own base, as _setting computed it
+            result["gain_points"]
             for seed_figures in _per_seed(figures).values()
             for method, result in seed_figures["methods"].items()
             if LOOP_METHODS[method].rounds_collect == "fleet"
         ]
-        least = round(min(shortfall), 1) if shortfall else None
+        least = min(gains) if gains else None
         added.append(_goal(name, "promoted minus base, points (least)", least, 0.0))
         seeds_run, seeds_all = len(figures["pipeline_seeds"]), len(GRID[name].seeds) if name in GRID else None
         goals += [{**goal, "seeds": f"{seeds_run} of {seeds_all}"} for goal in added]
