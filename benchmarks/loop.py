@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,15 +130,14 @@ def _pipeline(raw: dict[str, Any], seed: int) -> dict[str, Any]:
 
 
 def _setting(
-    raw: dict[str, Any], work: Path, methods: list[str], rounds: int, recipe: dict[str, Any]
+    raw: dict[str, Any], work: Path, methods: list[str], rounds: int, recipe: dict[str, Any], jobs: int = 1
 ) -> dict[str, Any]:
     """One base and every method from it, each fine-tuning with ``recipe``: the figures of one pipeline seed."""
     base_dir = work / "base"
     base = validate_config(LoopConfig, {**raw, "name": "base", "out": base_dir, "rounds": 0}, source="base")
     LoopRun(base, LineReporter(f"{work.name}/base")).run()
-    results: dict[str, Any] = {}
-    for method in methods:
-        run = {
+    runs = {
+        method: {
             **raw,
             "name": method,
             "out": work / method,
@@ -144,14 +146,17 @@ def _setting(
             "seed_from": base_dir,
             "retrain": {**raw.get("retrain", {}), **recipe},
         }
-        budget = _demo_budget(results, rounds)
-        if LOOP_METHODS[method].rounds_collect == "demos" and budget is not None:
-            run["more_demos"] = {**raw.get("more_demos", {}), "human_s_per_round": budget}
-        config = validate_config(LoopConfig, run, source=method)
-        method_started = time.perf_counter()
-        summary = LoopRun(config, LineReporter(f"{work.name}/{method}")).run()
-        results[method] = {**_method_figures(summary), "wall_s": round(time.perf_counter() - method_started, 1)}
-        print(f"[cell] {work.name}/{method}: {results[method]['wall_s']:.0f}s", flush=True)
+        for method in methods
+    }
+    # the baselines run after the fleet methods, to buy demonstrations with the human time their rounds cost
+    buys_demos = {m for m in methods if LOOP_METHODS[m].rounds_collect == "demos"}
+    results = _run_cells({m: runs[m] for m in methods if m not in buys_demos}, work.name, jobs)
+    budget = _demo_budget(results, rounds)
+    for method in buys_demos:
+        if budget is not None:
+            runs[method]["more_demos"] = {**raw.get("more_demos", {}), "human_s_per_round": budget}
+    results.update(_run_cells({m: runs[m] for m in methods if m in buys_demos}, work.name, jobs))
+    results = {method: results[method] for method in methods}
     base_round = json.loads((base_dir / "summary.json").read_text())["rounds"][0]
     base_eval, base_test = base_round["eval"], base_round.get("final_test")
     judged = "final_test_success" if base_test is not None else "final_success"
@@ -176,6 +181,42 @@ def _setting(
             if method != "more_demos" and demo_gain > 0:
                 result["gain_vs_more_demos"] = round((result[judged] - base_rate) / demo_gain, 3)
     return figures
+
+
+def _run_cell(run: dict[str, Any], label: str) -> dict[str, Any]:
+    """One method's loop run (read back where it finished, resumed where it did not) and its figures."""
+    config = validate_config(LoopConfig, run, source=run["method"])
+    started = time.perf_counter()
+    summary = LoopRun(config, LineReporter(label)).run()
+    return {**_method_figures(summary), "wall_s": round(time.perf_counter() - started, 1)}
+
+
+def _limit_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _run_cells(runs: dict[str, dict[str, Any]], setting: str, jobs: int) -> dict[str, Any]:
+    """Each method's run, ``jobs`` at once. A small policy trains on one thread at ~0.85 the speed of two, so two
+    cells side by side on 2 cores finish ~1.6x sooner than one after the other (benchmarks/RESULTS.md)."""
+    results: dict[str, Any] = {}
+
+    def done(method: str, figures: dict[str, Any]) -> None:
+        results[method] = figures
+        print(f"[cell] {setting}/{method}: {figures['wall_s']:.0f}s", flush=True)
+
+    if jobs == 1 or len(runs) <= 1:
+        for method, run in runs.items():
+            done(method, _run_cell(run, f"{setting}/{method}"))
+        return results
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_limit_threads, initargs=(threads,)) as pool:
+        pending = {pool.submit(_run_cell, run, f"{setting}/{method}"): method for method, run in runs.items()}
+        for future in as_completed(pending):
+            done(pending[future], future.result())
+    return results
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -308,15 +349,19 @@ def _contender(method: str) -> bool:
 
 
 def run_config(
-    raw: dict[str, Any], work: Path, methods: list[str], seeds: list[int], rounds: int, recipe: dict[str, Any]
+    raw: dict[str, Any],
+    work: Path,
+    methods: list[str],
+    seeds: list[int],
+    rounds: int,
+    recipe: dict[str, Any],
+    jobs: int = 1,
 ) -> dict[str, Any]:
     """Every method on ``raw`` over the pipeline ``seeds`` (a base per seed; seed 0 in ``work``, seed k in
     ``work/seed<k>``): the figures per seed and their means."""
     raw = {**raw, "baseline": "none"}  # more_demos is a row of its own here
-    # the baseline runs after the fleet methods, to buy demonstrations with the human time their rounds cost
-    methods = sorted(methods, key=lambda m: LOOP_METHODS[m].rounds_collect == "demos")
     per_seed = {
-        k: _setting(_pipeline(raw, k), work / f"seed{k}" if k else work, methods, rounds, recipe) for k in seeds
+        k: _setting(_pipeline(raw, k), work / f"seed{k}" if k else work, methods, rounds, recipe, jobs) for k in seeds
     }
     judged = "final_test_success" if per_seed[seeds[0]]["judged_on"] == "final_test" else "final_success"
     means = {
@@ -376,7 +421,15 @@ def main() -> None:
     parser.add_argument("--retrain-steps", type=int, default=RECIPE["steps"], help="the shared fine-tuning recipe")
     parser.add_argument("--retrain-lr", type=float, default=RECIPE["lr"], help="the shared fine-tuning recipe")
     parser.add_argument("--work", type=Path, default=None, help="default runs/bench_loop (--grid: runs/bench_grid)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="methods run at once, each on cores/jobs torch threads (2 on 2 cores: ~1.6x the cells an hour)",
+    )
     args = parser.parse_args()
+    if not 1 <= args.jobs <= (os.cpu_count() or 1):
+        parser.error(f"--jobs: got {args.jobs}; expected 1 to the {os.cpu_count()} cores of this machine")
     seeds = [int(k) for k in (args.pipeline_seeds or "0").split(",") if k]
     if not seeds or min(seeds) < 0 or max(seeds) > 9:
         parser.error(f"--pipeline-seeds: got {args.pipeline_seeds!r}; expected seeds in 0..9, e.g. 0,1,2")
@@ -399,7 +452,9 @@ def main() -> None:
             raw = _raw_config(setting.config, setting.max_episodes, setting.operator_budget_s)
             run_seeds = [k for k in setting.seeds if only is None or k in only]
             if run_seeds:
-                results[name] = run_config(raw, work / name, list(setting.methods), run_seeds, setting.rounds, recipe)
+                results[name] = run_config(
+                    raw, work / name, list(setting.methods), run_seeds, setting.rounds, recipe, args.jobs
+                )
                 print(f"[setting] {name}: {time.perf_counter() - started:.0f}s so far", flush=True)
         figures: dict[str, Any] = {"settings": results, "goals": grid_goals(results)}
     else:
@@ -410,7 +465,8 @@ def main() -> None:
         budget = 150.0 if args.operator_budget_s is None else args.operator_budget_s
         raw = _raw_config(args.config, args.max_episodes or 60, budget)
         work = args.work or Path("runs/bench_loop")
-        figures = run_config(raw, work, methods, seeds, 3 if args.rounds is None else args.rounds, recipe)
+        rounds = 3 if args.rounds is None else args.rounds
+        figures = run_config(raw, work, methods, seeds, rounds, recipe, args.jobs)
         figures["operator_budget_s_per_round"] = budget
     figures["wall_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(figures))
