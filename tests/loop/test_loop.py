@@ -102,6 +102,10 @@ def test_debug_loop_runs_two_rounds_and_resumes_after_a_kill(tmp_path: Path) -> 
     assert baseline["test"]["seeds"] == list(range(200_000, 200_004))
     assert final["baseline_success"] == baseline["test"]["success_rate"]
     assert "## What the human time bought" in (run / "report.md").read_text()
+    if (os.cpu_count() or 1) >= 2:  # the resumed run's final tests and baseline fine-tune ran beside its rounds
+        assert set(summary["beside_s"]) == {"base_final_test", "round_1.final_test", "round_2.final_test",
+                                            "baseline.train", "baseline.test"}  # fmt: skip
+        assert "ran beside the rounds" in (run / "report.md").read_text()
     decisions = _events(run, "policy_promoted") + _events(run, "policy_discarded")
     assert len(decisions) == 2
     # each round trained on the demos plus every finished fleet round, never on a killed step's leftovers

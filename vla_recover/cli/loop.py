@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -81,7 +82,8 @@ def loop(
         cfg = validate_config(LoopConfig, raw, source=str(config or "embedded default"))
         console.print(f"loop {cfg.name}: {cfg.method} on {cfg.task}, {cfg.rounds} rounds → {cfg.run_dir}")
         with progress_bar() as progress:
-            summary = LoopRun(cfg, _RichReporter(progress)).run()
+            # the final tests and the baseline's fine-tune run beside the rounds where there is a second core
+            summary = LoopRun(cfg, _RichReporter(progress), beside=(os.cpu_count() or 1) >= 2).run()
     console.print(f"report: {cfg.run_dir / 'report.md'}")
     final = summary["final"]
     figures = {"run": str(cfg.run_dir), "policy": final["policy"], "success_rate": final["success_rate"]}

@@ -164,9 +164,10 @@ class LoopConfig(FrozenConfig):
         description="TrainConfig fields for the base policy",
     )
     retrain: dict[str, Any] = Field(
-        default_factory=lambda: {"steps": 600, "warmup_steps": 50, "lr": 2e-4},
+        default_factory=lambda: {"steps": 1200, "warmup_steps": 50, "lr": 1e-3},
         description="TrainConfig fields that differ when a round fine-tunes (one recipe for every fine-tuning "
-        "method); a round that trains from scratch uses base_train",
+        "method, the baseline's too; the default is the recipe benchmarks/recipe_sweep.py chose); a round that "
+        "trains from scratch uses base_train",
     )
     retrain_from: Literal["current", "scratch"] = Field(
         default="current", description="each round fine-tunes the current version, or trains from scratch"

@@ -180,12 +180,23 @@ def _human_time(summary: LoopSummary, view: View) -> list[str]:
     ]  # fmt: skip
 
 
-def _timings(timings: dict[str, float]) -> list[str]:
+def _timings(timings: dict[str, float], beside: dict[str, float]) -> list[str]:
     if not timings:
         return ["No timings recorded."]
     total = sum(timings.values())
     rows = [[step, _duration(s), _pct(s / total) if total > 0 else "–"] for step, s in timings.items()]
-    return _table(["step", "wall time", "share"], [*rows, ["**total**", f"**{_duration(total)}**", ""]])
+    if not beside:
+        return _table(["step", "wall time", "share"], [*rows, ["**total**", f"**{_duration(total)}**", ""]])
+    rows = [[*row, _duration(beside[row[0]]) if row[0] in beside else ""] for row in rows]
+    table = _table(
+        ["step", "wall time", "share", "ran beside the rounds"],
+        [*rows, ["**total**", f"**{_duration(total)}**", "", ""]],
+    )
+    note = (
+        "A step that ran in the second process beside the rounds counts, as wall time, only what the run waited for "
+        "it; the last column is how long it ran there."
+    )
+    return [*table, "", note]
 
 
 def _final_test_line(summary: LoopSummary) -> list[str]:
@@ -234,7 +245,7 @@ def _markdown(summary: LoopSummary, view: View, plots: list[tuple[Plot, Path | N
         "quantile). Sim seconds.",
         "", *_human_time(summary, view),
         "## Promotion decisions", "", *_decisions(view),
-        "", "## Where the time went", "", *_timings(summary.timings_s),
+        "", "## Where the time went", "", *_timings(summary.timings_s, summary.beside_s),
         "", "## Plots", "",
     ]  # fmt: skip
     skipped = []

@@ -9,6 +9,7 @@ but belong to no finished step, so no training set includes them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 
 from vla_recover.critic.train import CriticTrainConfig
 from vla_recover.data import EpisodeStore
+from vla_recover.loop.beside import Beside, evaluate_on_seeds, train_policy, train_then_evaluate
 from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.promotion import decide
@@ -32,6 +34,7 @@ STARTED, DONE = "loop_step_started", "loop_step_done"
 PROMOTED, DISCARDED, SEEDED = "policy_promoted", "policy_discarded", "loop_seeded"
 BASE_STEPS = ("demos", "base_train", "base_eval")
 FIRST_ROUND_STEPS = ("round_1.fleet", "round_1.critic")  # what seed_first_round takes besides the base steps
+_EVALUATION_ARGS = ("task", "task_config", "seeds", "batch", "action_tolerance")  # evaluate_on_seeds' after the policy
 
 
 class StepReporter(Protocol):
@@ -66,8 +69,14 @@ class LineReporter(_Silent):
 
 
 class LoopRun:
-    def __init__(self, config: LoopConfig, reporter: StepReporter | None = None) -> None:
+    """One loop run. ``beside``: run the final tests and the baseline's fine-tune in a second process beside the
+    rounds (``vla_recover.loop.beside``), which on 2 cores shortens a run by what they cost; off, everything runs in
+    line, as a benchmark running several runs side by side wants."""
+
+    def __init__(self, config: LoopConfig, reporter: StepReporter | None = None, beside: bool = False) -> None:
         self.config = config
+        self.beside = beside
+        self._beside: Beside | None = None
         self.dir = config.run_dir
         self.store_path = self.dir / "store"
         self.reporter = reporter or _Silent()
@@ -165,10 +174,19 @@ class LoopRun:
 
     # -- the loop ---------------------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
+        with contextlib.ExitStack() as stack:
+            self._beside = stack.enter_context(Beside()) if self.beside else None
+            try:
+                return self._run()
+            finally:
+                self._beside = None
+
+    def _run(self) -> dict[str, Any]:
         cfg = self.config
         demos = self.step("demos", self._collect_demos, total=cfg.demos.episodes + cfg.demos.starts)
         demo_ids = demos["episode_ids"]
         base = self.step("base_train", partial(self._train, "base", demo_ids, None), total=self._steps(False))
+        self._final_test_beside("base_final_test", base["policy"])
         current, current_eval = (
             base["policy"],
             self.step("base_eval", partial(self._evaluate, base["policy"]), total=cfg.evaluation.episodes),
@@ -183,6 +201,8 @@ class LoopRun:
             else:
                 fleet = self.step(f"{prefix}.fleet", partial(self._fleet, r, current), total=self._episodes())
                 gathered.append(fleet)
+                if r == cfg.rounds and self._beside is not None:  # the rounds' human time is known from here
+                    self._baseline_beside(base["policy"], demo_ids)
                 self.step(
                     f"{prefix}.critic", partial(self._critic, r, fleet["episode_ids"]), total=self._critic_config.steps
                 )
@@ -190,6 +210,7 @@ class LoopRun:
             trained = self.step(
                 f"{prefix}.train", partial(self._train, prefix, ids, init, share), total=self._steps(init is not None)
             )
+            self._final_test_beside(f"{prefix}.final_test", trained["policy"])
             candidate = self.step(
                 f"{prefix}.eval", partial(self._evaluate, trained["policy"]), total=cfg.evaluation.episodes
             )
@@ -199,30 +220,66 @@ class LoopRun:
             if decision["promote"]:
                 current, current_eval = trained["policy"], candidate
         if cfg.final_test.episodes:  # after every decision: no choice ever reads these seeds
-            final = partial(self._evaluate, seeds=self._final_test_seeds())
-            self.step("base_final_test", partial(final, base["policy"]), total=cfg.final_test.episodes)
+            self.step("base_final_test", partial(self._final_test, "base_final_test", base["policy"]))
             for r in range(1, cfg.rounds + 1):
-                policy = str(self.dir / "policies" / f"round_{r}" / "policy")
-                self.step(f"round_{r}.final_test", partial(final, policy), total=cfg.final_test.episodes)
-        human_s = operators_present_s(self.results, cfg.rounds)  # what the fleet rounds cost
-        if cfg.baseline != "none" and cfg.loop_method.rounds_collect == "fleet" and human_s:
-            self._baseline(base["policy"], demo_ids, human_s)
+                name, policy = f"round_{r}.final_test", str(self.dir / "policies" / f"round_{r}" / "policy")
+                self.step(name, partial(self._final_test, name, policy), total=cfg.final_test.episodes)
+        self._baseline(base["policy"], demo_ids)
         summary = self.summary()
         self.step("report", partial(self._report, summary))
         return summary
 
-    def _baseline(self, base_policy: str, demo_ids: list[int], human_s: float) -> None:
-        """What the rounds' human time (``human_s``) would have bought as demonstrations: bought from round 1's fleet
-        seeds on, fine-tuned into the base in one round with the same recipe, tested on the final-test seeds (the
-        promotion seeds when there is no final test)."""
+    def _final_test_beside(self, name: str, policy: str) -> None:
+        """Start step ``name`` (a final test) in the process beside the rounds, if there is one."""
+        if self._beside is not None and self.config.final_test.episodes and name not in self.results:
+            self._beside.submit(name, evaluate_on_seeds, policy, *self._evaluation_args(self._final_test_seeds()))
+
+    def _final_test(self, name: str, policy: str) -> dict[str, Any]:
+        taken = self._beside.take(name) if self._beside is not None else None
+        if taken is None:
+            return self._evaluate(policy, seeds=self._final_test_seeds())
+        result, seconds = taken
+        return {**result, "beside_s": seconds}
+
+    def _baseline_demos(self, demo_ids: list[int]) -> list[int] | None:
+        """The baseline's training set: the base's demonstrations and those the rounds' human time buys (the step
+        ``baseline.demos``); None where the run has no baseline."""
         cfg = self.config
-        seed = cfg.fleet_config(self.store_path, self.dir, 1, {}).seed
+        human_s = operators_present_s(self.results, cfg.rounds)  # what the fleet rounds cost
+        if cfg.baseline == "none" or cfg.loop_method.rounds_collect != "fleet" or not human_s:
+            return None
+        seed = cfg.fleet_config(self.store_path, self.dir, 1, {}).seed  # bought from round 1's fleet seeds on
         conditions = LOOP_METHODS[cfg.baseline].demo_conditions
         demos = self.step("baseline.demos", partial(self._buy_demos, seed, human_s, conditions))
-        ids = demo_ids + demos["episode_ids"]
-        train = partial(self._train, "baseline", ids, base_policy, None, cfg.baseline)
+        return demo_ids + demos["episode_ids"]
+
+    def _baseline_seeds(self) -> list[int] | None:
+        return self._final_test_seeds() if self.config.final_test.episodes else None
+
+    def _baseline_beside(self, base_policy: str, demo_ids: list[int]) -> None:
+        ids = self._baseline_demos(demo_ids)
+        if ids is None or self._beside is None or "baseline.train" in self.results:
+            return
+        seeds = self._baseline_seeds() or self._promotion_seeds()
+        evaluation = dict(zip(_EVALUATION_ARGS, self._evaluation_args(seeds), strict=True))
+        config = self._train_config("baseline", ids, base_policy, None, self.config.baseline)
+        self._beside.submit("baseline", train_then_evaluate, config, evaluation)
+
+    def _baseline(self, base_policy: str, demo_ids: list[int]) -> None:
+        """What the rounds' human time would have bought as demonstrations: fine-tuned into the base in one round
+        with the same recipe, tested on the final-test seeds (the promotion seeds when there is no final test)."""
+        ids = self._baseline_demos(demo_ids)
+        if ids is None:
+            return
+        taken = self._beside.take("baseline") if self._beside is not None else None
+        if taken is not None:
+            (trained, tested), _ = taken
+            self.step("baseline.train", lambda: dict(trained))
+            self.step("baseline.test", lambda: dict(tested))
+            return
+        train = partial(self._train, "baseline", ids, base_policy, None, self.config.baseline)
         trained = self.step("baseline.train", train, total=self._steps(True))
-        seeds = self._final_test_seeds() if cfg.final_test.episodes else None
+        seeds = self._baseline_seeds()
         self.step("baseline.test", partial(self._evaluate, trained["policy"], seeds=seeds), total=len(seeds or []))
 
     def _steps(self, retrain: bool) -> int:
@@ -260,6 +317,24 @@ class LoopRun:
         start_ids, _ = collect_demos(starts, lambda done, _: self.reporter.advance(cfg.demos.episodes + done))
         return {"episode_ids": sorted(ids + start_ids), "successes": successes, "starts": len(start_ids)}
 
+    def _train_config(
+        self,
+        name: str,
+        episode_ids: list[int],
+        init_from: str | None,
+        demo_share: float | None = None,
+        method: str | None = None,
+    ) -> Any:
+        """Policy ``name``'s training on ``episode_ids`` with the data rule of ``method`` (default: the run's)."""
+        return self.config.train_config(
+            self.store_path,
+            self.dir / "policies" / name,
+            retrain=init_from is not None,  # fine-tuning's recipe; a policy trained from scratch gets the base's
+            select={"episodes": tuple(episode_ids)},
+            weighting=self.config.dataset_config(demo_share, method) if name != "base" else {},
+            init_from=init_from,
+        )
+
     def _train(
         self,
         name: str,
@@ -268,50 +343,30 @@ class LoopRun:
         demo_share: float | None = None,
         method: str | None = None,
     ) -> dict[str, Any]:
-        """Train policy ``name`` on ``episode_ids`` with the data rule of ``method`` (default: the run's)."""
-        from vla_recover.train.plots import plot_loss
-        from vla_recover.train.trainer import Trainer
-
-        out = self.dir / "policies" / name
-        config = self.config.train_config(
-            self.store_path,
-            out,
-            retrain=init_from is not None,  # fine-tuning's recipe; a policy trained from scratch gets the base's
-            select={"episodes": tuple(episode_ids)},
-            weighting=self.config.dataset_config(demo_share, method) if name != "base" else {},
-            init_from=init_from,
-        )
-        trainer = Trainer(config)
-        trainer.resume()  # a crash mid-training continues from the last checkpoint
-        trainer.run(lambda step, loss: self.reporter.advance(step, f"loss {loss:.4f}"))
-        plot_loss(out / "metrics.jsonl", out / "loss.png")
-        losses = [r["loss"] for r in trainer.history if "loss" in r]
-        return {
-            "policy": str(out / "policy"),
-            "steps": trainer.step,
-            "episodes": len(episode_ids),
-            "final_loss": losses[-1] if losses else None,
-            "weights": trainer.weight_stats,
-        }
+        config = self._train_config(name, episode_ids, init_from, demo_share, method)
+        return train_policy(config, lambda step, loss: self.reporter.advance(step, f"loss {loss:.4f}"))
 
     def _final_test_seeds(self) -> list[int]:
         final = self.config.final_test
         return list(range(final.seed, final.seed + final.episodes))
 
+    def _promotion_seeds(self) -> list[int]:
+        cfg = self.config.evaluation
+        return list(range(cfg.seed, cfg.seed + cfg.episodes))
+
+    def _evaluation_args(self, seeds: list[int]) -> tuple[str, Any, list[int], int, float]:
+        """evaluate_on_seeds' arguments after the policy (``_EVALUATION_ARGS``)."""
+        # the fleet's action tolerance: evaluation runs the policy as the fleet does
+        tolerance = self.config.fleet_config(self.store_path, self.dir, 0, {}).policy_action_tolerance
+        return self.config.task, self.config.task_config, seeds, self.config.evaluation.batch, tolerance
+
     def _evaluate(self, policy_dir: str, seeds: list[int] | None = None) -> dict[str, Any]:
         """Success on ``seeds``; by default the promotion seeds."""
-        from vla_recover.evaluate import evaluate_policy, running_totals
-        from vla_recover.policies.common.checkpoint import load_policy
+        from vla_recover.evaluate import running_totals
 
-        cfg = self.config.evaluation
-        policy, embedder, _ = load_policy(policy_dir)
-        seeds = seeds if seeds is not None else list(range(cfg.seed, cfg.seed + cfg.episodes))
         count = running_totals(lambda done, successes: self.reporter.advance(done, f"{successes} successes"))
-        tolerance = self.config.fleet_config(self.store_path, Path(policy_dir), 0, {}).policy_action_tolerance
-        return evaluate_policy(
-            policy, embedder, self.config.task, seeds, cfg.batch, self.config.task_config, on_batch=count,
-            action_tolerance=tolerance,  # the fleet's: evaluation runs the policy as the fleet does
-        )  # fmt: skip
+        args = self._evaluation_args(seeds if seeds is not None else self._promotion_seeds())
+        return evaluate_on_seeds(policy_dir, *args, on_batch=count)
 
     def _fleet(self, round_index: int, policy_dir: str) -> dict[str, Any]:
         from vla_recover.fleet import build_fleet

@@ -55,6 +55,7 @@ def summarize(cfg: LoopConfig, results: dict[str, dict[str, Any]]) -> dict[str, 
         if final_tests[entry["policy"]] is not None:
             entry["final_test"] = final_tests[entry["policy"]]
     timings = {name: result["wall_s"] for name, result in results.items() if "wall_s" in result}
+    beside = {name: result["beside_s"] for name, result in results.items() if "beside_s" in result}
     return {
         "name": cfg.name,
         "task": cfg.task,
@@ -65,6 +66,7 @@ def summarize(cfg: LoopConfig, results: dict[str, dict[str, Any]]) -> dict[str, 
         "final_test_seed": cfg.final_test.seed,
         "rounds": rounds,
         "timings_s": timings,
+        "beside_s": beside,
         "final": {"policy": current, "success_rate": current_rate, "final_test": final_tests[current]},
         "baseline": _baseline(cfg, results),
     }

@@ -131,6 +131,7 @@ class LoopSummary(_Section):
     final_test_seed: int | None = None
     rounds: list[Round] = Field(min_length=1)
     timings_s: dict[str, float] = {}
+    beside_s: dict[str, float] = {}  # steps run in the process beside the rounds: the seconds they ran there
     final: Final | None = None
     baseline: Baseline | None = None
 
