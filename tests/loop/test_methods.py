@@ -90,7 +90,7 @@ def test_dagger_oracle_records_the_expert_chunk_from_the_states_the_policy_visit
     raw = {**load_yaml(DEBUG), "method": "dagger_oracle", "out": str(tmp_path / "run"), "task_config": task_config}
     run = LoopRun(validate_config(LoopConfig, raw))
     demos = run.step("demos", run._collect_demos)
-    policy = run.step("base_train", lambda: run._train("base", demos["episode_ids"], None))["policy"]
+    policy = run.step("base_train", lambda: run._train(run._train_config("base", demos["episode_ids"], None)))["policy"]
     labelled = run._oracle(1, policy)
     # the policy ran round 1's fleet seeds as evaluation runs it: branching and restoring changed none of its outcomes
     evaluation = run._evaluate(policy, seeds=list(range(1000, 1004)))

@@ -14,9 +14,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vla_recover.train.trainer import TrainConfig
+if TYPE_CHECKING:
+    from vla_recover.train.trainer import TrainConfig
+
 
 __all__ = ["Beside", "evaluate_on_seeds", "train_policy", "train_then_evaluate"]
 

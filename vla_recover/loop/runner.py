@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from functools import cached_property, partial
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -27,6 +27,9 @@ from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.promotion import decide
 from vla_recover.loop.summarize import operators_present_s, summarize
+
+if TYPE_CHECKING:
+    from vla_recover.train.trainer import TrainConfig
 
 __all__ = ["LineReporter", "LoopRun", "StepReporter"]
 
@@ -185,7 +188,9 @@ class LoopRun:
         cfg = self.config
         demos = self.step("demos", self._collect_demos, total=cfg.demos.episodes + cfg.demos.starts)
         demo_ids = demos["episode_ids"]
-        base = self.step("base_train", partial(self._train, "base", demo_ids, None), total=self._steps(False))
+        base = self.step(
+            "base_train", partial(self._train, self._train_config("base", demo_ids, None)), total=self._steps(False)
+        )
         self._final_test_beside("base_final_test", base["policy"])
         current, current_eval = (
             base["policy"],
@@ -208,7 +213,9 @@ class LoopRun:
                 )
             ids, init, share = self._training_set(demo_ids, gathered, current)
             trained = self.step(
-                f"{prefix}.train", partial(self._train, prefix, ids, init, share), total=self._steps(init is not None)
+                f"{prefix}.train",
+                partial(self._train, self._train_config(prefix, ids, init, share)),
+                total=self._steps(init is not None),
             )
             self._final_test_beside(f"{prefix}.final_test", trained["policy"])
             candidate = self.step(
@@ -277,7 +284,7 @@ class LoopRun:
             self.step("baseline.train", lambda: dict(trained))
             self.step("baseline.test", lambda: dict(tested))
             return
-        train = partial(self._train, "baseline", ids, base_policy, None, self.config.baseline)
+        train = partial(self._train, self._train_config("baseline", ids, base_policy, None, self.config.baseline))
         trained = self.step("baseline.train", train, total=self._steps(True))
         seeds = self._baseline_seeds()
         self.step("baseline.test", partial(self._evaluate, trained["policy"], seeds=seeds), total=len(seeds or []))
@@ -324,7 +331,7 @@ class LoopRun:
         init_from: str | None,
         demo_share: float | None = None,
         method: str | None = None,
-    ) -> Any:
+    ) -> TrainConfig:
         """Policy ``name``'s training on ``episode_ids`` with the data rule of ``method`` (default: the run's)."""
         return self.config.train_config(
             self.store_path,
@@ -335,15 +342,7 @@ class LoopRun:
             init_from=init_from,
         )
 
-    def _train(
-        self,
-        name: str,
-        episode_ids: list[int],
-        init_from: str | None,
-        demo_share: float | None = None,
-        method: str | None = None,
-    ) -> dict[str, Any]:
-        config = self._train_config(name, episode_ids, init_from, demo_share, method)
+    def _train(self, config: TrainConfig) -> dict[str, Any]:
         return train_policy(config, lambda step, loss: self.reporter.advance(step, f"loss {loss:.4f}"))
 
     def _final_test_seeds(self) -> list[int]:
