@@ -106,6 +106,12 @@ def test_debug_loop_runs_two_rounds_and_resumes_after_a_kill(tmp_path: Path) -> 
         assert set(summary["beside_s"]) == {"base_final_test", "round_1.final_test", "round_2.final_test",
                                             "baseline.train", "baseline.test"}  # fmt: skip
         assert "ran beside the rounds" in (run / "report.md").read_text()
+        # and nothing the rounds compute changed: the demonstrations bought beside them reach no round's data
+        in_line = LoopRun(validate_config(LoopConfig, {**load_yaml(config), "out": str(tmp_path / "in_line")})).run()
+        for ours, theirs in zip(summary["rounds"][1:], in_line["rounds"][1:], strict=True):
+            assert ours["segments"] == theirs["segments"] and ours["train"]["weights"] == theirs["train"]["weights"]
+            assert ours["train"]["final_loss"] == theirs["train"]["final_loss"]
+            assert ours["eval"]["outcomes"] == theirs["eval"]["outcomes"]
     decisions = _events(run, "policy_promoted") + _events(run, "policy_discarded")
     assert len(decisions) == 2
     # each round trained on the demos plus every finished fleet round, never on a killed step's leftovers

@@ -86,6 +86,7 @@ class Beside:
     def __init__(self) -> None:
         context = multiprocessing.get_context("spawn")
         self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=_one_thread)
+        self._pool.submit(int)  # start the worker now: its imports overlap what the run does before its first job
         self._jobs: dict[str, Future[tuple[Any, float]]] = {}
 
     def submit(self, name: str, work: Callable[..., Any], *args: Any) -> None:

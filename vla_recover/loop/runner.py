@@ -191,11 +191,11 @@ class LoopRun:
         base = self.step(
             "base_train", partial(self._train, self._train_config("base", demo_ids, None)), total=self._steps(False)
         )
-        self._final_test_beside("base_final_test", base["policy"])
         current, current_eval = (
             base["policy"],
             self.step("base_eval", partial(self._evaluate, base["policy"]), total=cfg.evaluation.episodes),
         )
+        self._final_test_beside("base_final_test", base["policy"])
         gathered: list[dict[str, Any]] = []  # each round's new episodes: a fleet's, or demonstrations
         for r in range(1, cfg.rounds + 1):
             prefix = f"round_{r}"
@@ -206,11 +206,13 @@ class LoopRun:
             else:
                 fleet = self.step(f"{prefix}.fleet", partial(self._fleet, r, current), total=self._episodes())
                 gathered.append(fleet)
-                if r == cfg.rounds and self._beside is not None:  # the rounds' human time is known from here
-                    self._baseline_beside(base["policy"], demo_ids)
                 self.step(
                     f"{prefix}.critic", partial(self._critic, r, fleet["episode_ids"]), total=self._critic_config.steps
                 )
+                # the rounds' human time is known from here; the critic has read the store, so the bought
+                # demonstrations it now receives touch nothing the rounds learn
+                if r == cfg.rounds and self._beside is not None:
+                    self._baseline_beside(base["policy"], demo_ids)
             ids, init, share = self._training_set(demo_ids, gathered, current)
             trained = self.step(
                 f"{prefix}.train",
