@@ -5,7 +5,7 @@ operator budget, on the same held-out evaluation seeds.
                               [--methods hitl_bc,sirius,critic_cut,habc,reguide] (default: all) [--work runs/bench_loop]
                               [--pipeline-seeds 0,1,2]
     python benchmarks/loop.py --grid [--settings lift_failures,pick_place_failures] [--pipeline-seeds 0]
-                              [--work runs/bench_grid]
+                              [--work runs/bench_grid] [--jobs 2]
 
 Each method's run is a full ``vla-recover loop`` run (report and plots in ``<work>/<method>/``) seeded from one shared
 base run (demos, base policy, base evaluation), so the methods differ only in what happens in the rounds. A pipeline
@@ -17,10 +17,11 @@ the promoted version, human-seconds present and busy by role, successes per oper
 on human effort (ROHE). Methods are judged on the final-test seeds, which no promotion saw.
 
 ``--grid`` runs the settings of ``GRID`` (LiftCube with and without failures, PickPlaceBin with failures,
-robosuite's PickPlaceCan; about 14 hours of 2 cores in all), each in ``<work>/<setting>/``, and judges the loop's
-goals on the means over the pipeline seeds run so far (``grid_goals``): ``--settings`` and ``--pipeline-seeds`` pick
-what one sitting runs. A finished method is read back from its run folder and an unfinished one resumes, so a
-benchmark runs over several sittings; each method prints its time. Prints one JSON object on its last line."""
+robosuite's PickPlaceCan; about 8 hours of 2 cores with ``--jobs 2``), each in ``<work>/<setting>/``, and judges the
+loop's goals on the means over the pipeline seeds run so far (``grid_goals``): ``--settings`` and
+``--pipeline-seeds`` pick what one sitting runs. A finished method is read back from its run folder and an unfinished
+one resumes, so a benchmark runs over several sittings; each method prints its time. ``--jobs 2`` runs two methods
+at a time. Prints one JSON object on its last line."""
 
 from __future__ import annotations
 
@@ -236,7 +237,8 @@ class Setting:
     max_episodes: int = 60  # fleet episodes a round stops at
 
 
-# The grid every goal is judged on (about 14 hours of 2 cores, run over several sittings; finished runs are read back).
+# The grid every goal is judged on (about 8 hours of 2 cores with --jobs 2, over several sittings; finished runs are
+# read back).
 # PickPlaceBin takes the three best methods on LiftCube with failures (RESULTS.md) and the baselines.
 GRID: dict[str, Setting] = {
     "lift_failures": Setting(Path("configs/loop/quickstart.yaml"), tuple(LOOP_METHODS), (0, 1, 2), 3),

@@ -100,6 +100,10 @@ def test_debug_loop_runs_two_rounds_and_resumes_after_a_kill(tmp_path: Path) -> 
     assert baseline["method"] == "more_demos" and baseline["loop_human_s"] == pytest.approx(present, abs=0.2)
     assert baseline["human_s"] >= baseline["loop_human_s"] and baseline["demos"] >= 1
     assert baseline["test"]["seeds"] == list(range(200_000, 200_004))
+    paired = baseline["paired"]  # the promoted policy against the baseline, seed by seed
+    promoted_outcomes, baseline_outcomes = summary["final"]["final_test"]["outcomes"], baseline["test"]["outcomes"]
+    assert paired["shared_seeds"] == 4
+    assert paired["loop_only"] == sum(a > b for a, b in zip(promoted_outcomes, baseline_outcomes, strict=True))
     assert final["baseline_success"] == baseline["test"]["success_rate"]
     assert "## What the human time bought" in (run / "report.md").read_text()
     if (os.cpu_count() or 1) >= 2:  # the resumed run's final tests and baseline fine-tune ran beside its rounds

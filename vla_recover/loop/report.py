@@ -171,6 +171,12 @@ def _human_time(summary: LoopSummary, view: View) -> list[str]:
         verdict = f"the loop's gain is {loop_gain / demo_gain:.2f}× what the same time bought as demonstrations"
     else:
         verdict = f"demonstrations bought with the same time changed the base by {100 * demo_gain:+.1f} points"
+    if b.paired is not None:
+        verdict += (
+            f". On the {b.paired.shared_seeds} seeds both ran, `{promoted.policy}` alone succeeded on "
+            f"{b.paired.loop_only} and the demonstrations' policy alone on {b.paired.baseline_only} (exact McNemar, "
+            f"one-sided p = {b.paired.p_loop_better:.3g})"
+        )
     return [
         "## What the human time bought", "",
         *_table(["policy", "human time", f"success on the {seeds} seeds (95% CI)", "gain over the base"], rows),

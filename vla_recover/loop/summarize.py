@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vla_recover.loop.config import LoopConfig
+from vla_recover.stats import mcnemar_one_sided_p, paired_outcomes
 
 __all__ = ["operators_present_s", "summarize"]
 
@@ -68,15 +69,29 @@ def summarize(cfg: LoopConfig, results: dict[str, dict[str, Any]]) -> dict[str, 
         "timings_s": timings,
         "beside_s": beside,
         "final": {"policy": current, "success_rate": current_rate, "final_test": final_tests[current]},
-        "baseline": _baseline(cfg, results),
+        "baseline": _baseline(cfg, results, final_tests[current] or _eval_of(results, current)),
     }
 
 
-def _baseline(cfg: LoopConfig, results: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def _eval_of(results: dict[str, dict[str, Any]], policy: str) -> dict[str, Any]:
+    return results["base_eval" if policy == "base" else f"{policy}.eval"]
+
+
+def _baseline(cfg: LoopConfig, results: dict[str, dict[str, Any]], promoted: dict[str, Any]) -> dict[str, Any] | None:
+    """The baseline's figures, and its test paired with the promoted policy's on the same seeds (``promoted``: that
+    policy's final test, or its promotion evaluation where there is none)."""
     if "baseline.test" not in results:
         return None
     demos, test = results["baseline.demos"], results["baseline.test"]
+    counts, _, _ = paired_outcomes(promoted["seeds"], promoted["outcomes"], test["seeds"], test["outcomes"])
+    paired = {
+        "shared_seeds": counts.seeds,
+        "loop_only": counts.only_a,
+        "baseline_only": counts.only_b,
+        "p_loop_better": mcnemar_one_sided_p(counts.only_a, counts.only_b),
+    }
     return {
+        "paired": paired,
         "method": cfg.baseline,
         "loop_human_s": operators_present_s(results, cfg.rounds),
         "human_s": demos["human_s"],

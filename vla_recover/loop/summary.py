@@ -105,10 +105,20 @@ class Round(_Section):
     guided: Guided | None = None
 
 
+class PairedWithLoop(_Section):
+    """The baseline's test and the promoted policy's on the seeds both ran: who alone succeeded where."""
+
+    shared_seeds: int
+    loop_only: int
+    baseline_only: int
+    p_loop_better: float  # exact McNemar, one-sided
+
+
 class Baseline(_Section):
     """The loop's human time spent instead on demonstrations, fine-tuned into the base in one round."""
 
     method: str
+    paired: PairedWithLoop | None = None  # runs summarised before it was
     loop_human_s: float
     human_s: float
     demos: int
