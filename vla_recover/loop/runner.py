@@ -312,8 +312,9 @@ class LoopRun:
             workers=cfg.demos.workers,
         )
         ids, _ = collect_demos(collect, lambda done, _: self.reporter.advance(done))
+        recorded = set(ids)
         with EpisodeStore(self.store_path) as store:
-            successes = sum(row.outcome == "success" for row in store.episodes() if row.id in set(ids))
+            successes = sum(row.outcome == "success" for row in store.episodes() if row.id in recorded)
         if not cfg.demos.starts:
             return {"episode_ids": sorted(ids), "successes": successes}
         starts = collect.model_copy(
