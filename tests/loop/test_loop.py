@@ -111,7 +111,16 @@ def test_debug_loop_runs_two_rounds_and_resumes_after_a_kill(tmp_path: Path) -> 
                                             "baseline.train", "baseline.test"}  # fmt: skip
         assert "ran beside the rounds" in (run / "report.md").read_text()
         # and nothing the rounds compute changed: the demonstrations bought beside them reach no round's data
-        in_line = LoopRun(validate_config(LoopConfig, {**load_yaml(config), "out": str(tmp_path / "in_line")})).run()
+        # (in a fresh process, as the CLI's: a test before this one may have left this process on one torch thread)
+        in_line_run = (
+            "import sys; from vla_recover.config import load_yaml, validate_config; "
+            "from vla_recover.loop.config import LoopConfig; from vla_recover.loop.runner import LoopRun; "
+            "LoopRun(validate_config(LoopConfig, {**load_yaml(sys.argv[1]), 'out': sys.argv[2]})).run()"
+        )
+        done = subprocess.run([sys.executable, "-c", in_line_run, str(config), str(tmp_path / "in_line")], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        in_line = json.loads((tmp_path / "in_line" / "summary.json").read_text())
         for ours, theirs in zip(summary["rounds"][1:], in_line["rounds"][1:], strict=True):
             assert ours["segments"] == theirs["segments"] and ours["train"]["weights"] == theirs["train"]["weights"]
             assert ours["train"]["final_loss"] == theirs["train"]["final_loss"]
