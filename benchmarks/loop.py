@@ -37,6 +37,7 @@ from typing import Any
 
 from vla_recover.config import load_yaml, validate_config
 from vla_recover.fleet.accounting import return_on_human_effort
+from vla_recover.loop.beside import limit_torch_threads
 from vla_recover.loop.config import QUICKSTART, LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.runner import LineReporter, LoopRun
@@ -153,8 +154,8 @@ def _setting(
     buys_demos = {m for m in methods if LOOP_METHODS[m].rounds_collect == "demos"}
     results = _run_cells({m: runs[m] for m in methods if m not in buys_demos}, work.name, jobs)
     budget = _demo_budget(results, rounds)
-    for method in buys_demos:
-        if budget is not None:
+    if budget is not None:
+        for method in buys_demos:
             runs[method]["more_demos"] = {**raw.get("more_demos", {}), "human_s_per_round": budget}
     results.update(_run_cells({m: runs[m] for m in methods if m in buys_demos}, work.name, jobs))
     results = {method: results[method] for method in methods}
@@ -192,12 +193,6 @@ def _run_cell(run: dict[str, Any], label: str) -> dict[str, Any]:
     return {**_method_figures(summary), "wall_s": round(time.perf_counter() - started, 1)}
 
 
-def _limit_threads(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-
-
 def _run_cells(runs: dict[str, dict[str, Any]], setting: str, jobs: int) -> dict[str, Any]:
     """Each method's run, ``jobs`` at once. A small policy trains on one thread at ~0.85 the speed of two, so two
     cells side by side on 2 cores finish ~1.6x sooner than one after the other (benchmarks/RESULTS.md)."""
@@ -213,7 +208,7 @@ def _run_cells(runs: dict[str, dict[str, Any]], setting: str, jobs: int) -> dict
         return results
     threads = max(1, (os.cpu_count() or 1) // jobs)
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_limit_threads, initargs=(threads,)) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=limit_torch_threads, initargs=(threads,)) as pool:
         pending = {pool.submit(_run_cell, run, f"{setting}/{method}"): method for method, run in runs.items()}
         for future in as_completed(pending):
             done(pending[future], future.result())

@@ -13,14 +13,13 @@ import multiprocessing
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vla_recover.train.trainer import TrainConfig
 
 
-__all__ = ["Beside", "evaluate_on_seeds", "train_policy", "train_then_evaluate"]
+__all__ = ["Beside", "evaluate_on_seeds", "limit_torch_threads", "train_policy"]
 
 
 def train_policy(config: TrainConfig, on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
@@ -61,42 +60,39 @@ def evaluate_on_seeds(
     )
 
 
-def train_then_evaluate(config: TrainConfig, evaluation: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The baseline's two steps as one job: its fine-tune, then its test (``evaluation``: evaluate_on_seeds' args),
-    each with the seconds it ran (``beside_s``)."""
-    trained, train_s = _timed(train_policy, config)
-    tested, test_s = _timed(partial(evaluate_on_seeds, trained["policy"], **evaluation))
-    return {**trained, "beside_s": train_s}, {**tested, "beside_s": test_s}
-
-
-def _timed(work: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+def _timed(work: Callable[..., dict[str, Any]], *args: Any) -> tuple[dict[str, Any], float]:
     started = time.perf_counter()
     return work(*args), round(time.perf_counter() - started, 2)
 
 
-def _one_thread() -> None:
+def limit_torch_threads(threads: int) -> None:
+    """A worker process's initializer: torch on ``threads`` threads (processes side by side share the cores)."""
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
 
 
 class Beside:
-    """One worker process, jobs in submission order; ``take(name)`` waits for a job's result (None: not submitted)."""
+    """One worker process on one thread, running jobs in the order they were submitted (a job may read what an
+    earlier one wrote); ``take(name)`` waits for a job's result."""
 
     def __init__(self) -> None:
         context = multiprocessing.get_context("spawn")
-        self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=_one_thread)
+        self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=limit_torch_threads, initargs=(1,))
         self._pool.submit(int)  # start the worker now: its imports overlap what the run does before its first job
-        self._jobs: dict[str, Future[tuple[Any, float]]] = {}
+        self._jobs: dict[str, Future[tuple[dict[str, Any], float]]] = {}
 
-    def submit(self, name: str, work: Callable[..., Any], *args: Any) -> None:
-        if name not in self._jobs:
-            self._jobs[name] = self._pool.submit(_timed, work, *args)
+    def submit(self, name: str, work: Callable[..., dict[str, Any]], *args: Any) -> None:
+        self._jobs[name] = self._pool.submit(_timed, work, *args)
 
-    def take(self, name: str) -> tuple[Any, float] | None:
-        """(the job's result, the seconds it ran in the worker), or None when no job of that name was submitted."""
+    def take(self, name: str) -> dict[str, Any] | None:
+        """The job's result with the seconds it ran in the worker (``beside_s``); None when no job of that name was
+        submitted."""
         job = self._jobs.pop(name, None)
-        return None if job is None else job.result()
+        if job is None:
+            return None
+        result, seconds = job.result()
+        return {**result, "beside_s": seconds}
 
     def close(self) -> None:
         for job in self._jobs.values():

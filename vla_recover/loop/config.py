@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from vla_recover.config import FrozenConfig, validate_nested
 from vla_recover.critic.segmenter import SegmenterConfig
@@ -28,6 +28,7 @@ __all__ = [
     "LoopConfig",
     "MoreDemosConfig",
     "OracleConfig",
+    "saved_with_defaults",
 ]
 
 # What the demos, the base policy and its evaluation depend on: a run seeded from another must agree on these.
@@ -317,3 +318,19 @@ class LoopConfig(FrozenConfig):
 
             validate_nested(ReGuideConfig, self.reguide.guidance, "reguide.guidance")
         return self
+
+
+# Fields whose default is not what a run saved before they existed did: such a run read as that behaviour.
+_BEFORE_THEY_EXISTED: dict[str, Any] = {"baseline": "none"}
+
+
+def saved_with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved run config with every field added since it was saved at its default, in its sections too, and a
+    section's field removed since left out (a free-form dict such as ``fleet`` is kept as saved: it has no fields)."""
+    defaults = LoopConfig().model_dump(mode="json")
+    merged = {**defaults, **_BEFORE_THEY_EXISTED, **saved}
+    for name, field in LoopConfig.model_fields.items():
+        section = isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+        if section and isinstance(merged.get(name), dict):
+            merged[name] = {k: v for k, v in {**defaults[name], **merged[name]}.items() if k in defaults[name]}
+    return merged

@@ -18,12 +18,10 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel
-
 from vla_recover.critic.train import CriticTrainConfig
 from vla_recover.data import EpisodeStore
-from vla_recover.loop.beside import Beside, evaluate_on_seeds, train_policy, train_then_evaluate
-from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig
+from vla_recover.loop.beside import Beside, evaluate_on_seeds, train_policy
+from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig, saved_with_defaults
 from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.promotion import decide
 from vla_recover.loop.summarize import operators_present_s, summarize
@@ -37,7 +35,6 @@ STARTED, DONE = "loop_step_started", "loop_step_done"
 PROMOTED, DISCARDED, SEEDED = "policy_promoted", "policy_discarded", "loop_seeded"
 BASE_STEPS = ("demos", "base_train", "base_eval")
 FIRST_ROUND_STEPS = ("round_1.fleet", "round_1.critic")  # what seed_first_round takes besides the base steps
-_EVALUATION_ARGS = ("task", "task_config", "seeds", "batch", "action_tolerance")  # evaluate_on_seeds' after the policy
 
 
 class StepReporter(Protocol):
@@ -101,7 +98,7 @@ class LoopRun:
         saved = self.dir / "config.json"
         if saved.is_file():
             # a field added since the run was saved, nested or not, reads as its default (the behaviour it ran with)
-            before = _with_defaults(json.loads(saved.read_text()))
+            before = saved_with_defaults(json.loads(saved.read_text()))
             if before != config_json:
                 changed = sorted(k for k in set(before) | set(config_json) if before.get(k) != config_json.get(k))
                 raise ValueError(
@@ -123,7 +120,7 @@ class LoopRun:
         saved = source / "config.json"
         if not saved.is_file() or not (source / "store" / "index.sqlite").is_file():
             raise FileNotFoundError(f"seed_from: {source} is not a loop run folder (no config.json or store)")
-        theirs, ours = _with_defaults(json.loads(saved.read_text())), self.config.model_dump(mode="json")
+        theirs, ours = saved_with_defaults(json.loads(saved.read_text())), self.config.model_dump(mode="json")
         differ = [k for k in BASE_FIELDS if theirs.get(k) != ours.get(k)]
         if differ:
             raise ValueError(f"seed_from: {source} was run with different {differ}; its base policy does not apply")
@@ -238,17 +235,18 @@ class LoopRun:
         self.step("report", partial(self._report, summary))
         return summary
 
+    def _beside_or(self, name: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Step ``name``'s result from the process beside the rounds where it ran there, else ``work()`` in line."""
+        taken = self._beside.take(name) if self._beside is not None else None
+        return work() if taken is None else taken
+
     def _final_test_beside(self, name: str, policy: str) -> None:
         """Start step ``name`` (a final test) in the process beside the rounds, if there is one."""
         if self._beside is not None and self.config.final_test.episodes and name not in self.results:
             self._beside.submit(name, evaluate_on_seeds, policy, *self._evaluation_args(self._final_test_seeds()))
 
     def _final_test(self, name: str, policy: str) -> dict[str, Any]:
-        taken = self._beside.take(name) if self._beside is not None else None
-        if taken is None:
-            return self._evaluate(policy, seeds=self._final_test_seeds())
-        result, seconds = taken
-        return {**result, "beside_s": seconds}
+        return self._beside_or(name, partial(self._evaluate, policy, seeds=self._final_test_seeds()))
 
     def _baseline_demos(self, demo_ids: list[int]) -> list[int] | None:
         """The baseline's training set: the base's demonstrations and those the rounds' human time buys (the step
@@ -262,17 +260,18 @@ class LoopRun:
         demos = self.step("baseline.demos", partial(self._buy_demos, seed, human_s, conditions))
         return demo_ids + demos["episode_ids"]
 
-    def _baseline_seeds(self) -> list[int] | None:
-        return self._final_test_seeds() if self.config.final_test.episodes else None
+    def _baseline_seeds(self) -> list[int]:
+        return self._final_test_seeds() if self.config.final_test.episodes else self._promotion_seeds()
 
     def _baseline_beside(self, base_policy: str, demo_ids: list[int]) -> None:
         ids = self._baseline_demos(demo_ids)
         if ids is None or self._beside is None or "baseline.train" in self.results:
             return
-        seeds = self._baseline_seeds() or self._promotion_seeds()
-        evaluation = dict(zip(_EVALUATION_ARGS, self._evaluation_args(seeds), strict=True))
         config = self._train_config("baseline", ids, base_policy, None, self.config.baseline)
-        self._beside.submit("baseline", train_then_evaluate, config, evaluation)
+        self._beside.submit("baseline.train", train_policy, config)
+        # the worker runs its jobs in order: the test finds the policy the fine-tune saved
+        policy = str(config.out / "policy")
+        self._beside.submit("baseline.test", evaluate_on_seeds, policy, *self._evaluation_args(self._baseline_seeds()))
 
     def _baseline(self, base_policy: str, demo_ids: list[int]) -> None:
         """What the rounds' human time would have bought as demonstrations: fine-tuned into the base in one round
@@ -280,16 +279,12 @@ class LoopRun:
         ids = self._baseline_demos(demo_ids)
         if ids is None:
             return
-        taken = self._beside.take("baseline") if self._beside is not None else None
-        if taken is not None:
-            (trained, tested), _ = taken
-            self.step("baseline.train", lambda: dict(trained))
-            self.step("baseline.test", lambda: dict(tested))
-            return
-        train = partial(self._train, self._train_config("baseline", ids, base_policy, None, self.config.baseline))
+        config = self._train_config("baseline", ids, base_policy, None, self.config.baseline)
+        train = partial(self._beside_or, "baseline.train", partial(self._train, config))
         trained = self.step("baseline.train", train, total=self._steps(True))
         seeds = self._baseline_seeds()
-        self.step("baseline.test", partial(self._evaluate, trained["policy"], seeds=seeds), total=len(seeds or []))
+        test = partial(self._beside_or, "baseline.test", partial(self._evaluate, trained["policy"], seeds=seeds))
+        self.step("baseline.test", test, total=len(seeds))
 
     def _steps(self, retrain: bool) -> int:
         return self.config.train_config(self.store_path, self.dir, retrain).steps
@@ -357,7 +352,7 @@ class LoopRun:
         return list(range(cfg.seed, cfg.seed + cfg.episodes))
 
     def _evaluation_args(self, seeds: list[int]) -> tuple[str, Any, list[int], int, float]:
-        """evaluate_on_seeds' arguments after the policy (``_EVALUATION_ARGS``)."""
+        """evaluate_on_seeds' arguments after the policy."""
         # the fleet's action tolerance: evaluation runs the policy as the fleet does
         tolerance = self.config.fleet_config(self.store_path, self.dir, 0, {}).policy_action_tolerance
         return self.config.task, self.config.task_config, seeds, self.config.evaluation.batch, tolerance
@@ -494,19 +489,3 @@ class LoopRun:
     # -- the summary ------------------------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
         return summarize(self.config, self.results)
-
-
-# Fields whose default is not what a run saved before they existed did: such a run read as that behaviour.
-_BEFORE_THEY_EXISTED: dict[str, Any] = {"baseline": "none"}
-
-
-def _with_defaults(saved: dict[str, Any]) -> dict[str, Any]:
-    """A saved run config with every field added since it was saved at its default, in its sections too, and a
-    section's field removed since left out (a free-form dict such as ``fleet`` is kept as saved: it has no fields)."""
-    defaults = LoopConfig().model_dump(mode="json")
-    merged = {**defaults, **_BEFORE_THEY_EXISTED, **saved}
-    for name, field in LoopConfig.model_fields.items():
-        section = isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
-        if section and isinstance(merged.get(name), dict):
-            merged[name] = {k: v for k, v in {**defaults[name], **merged[name]}.items() if k in defaults[name]}
-    return merged

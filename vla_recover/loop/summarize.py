@@ -21,12 +21,12 @@ def summarize(cfg: LoopConfig, results: dict[str, dict[str, Any]]) -> dict[str, 
     rounds: list[dict[str, Any]] = [
         {"round": 0, "policy": "base", "eval": results["base_eval"], "promoted": True, "current": "base"}
     ]
-    current, current_rate = "base", results["base_eval"]["success_rate"]
+    current, current_eval = "base", results["base_eval"]
     for r in range(1, cfg.rounds + 1):
         prefix = f"round_{r}"
         decision = results[f"{prefix}.decide"]
         if decision["promote"]:
-            current, current_rate = prefix, results[f"{prefix}.eval"]["success_rate"]
+            current, current_eval = prefix, results[f"{prefix}.eval"]
         source = next(k for k in ("fleet", "demos", "oracle") if f"{prefix}.{k}" in results)
         collected = results[f"{prefix}.{source}"]
         gathered = {k: v for k, v in collected.items() if k not in ("episode_ids", "guided")}
@@ -68,13 +68,9 @@ def summarize(cfg: LoopConfig, results: dict[str, dict[str, Any]]) -> dict[str, 
         "rounds": rounds,
         "timings_s": timings,
         "beside_s": beside,
-        "final": {"policy": current, "success_rate": current_rate, "final_test": final_tests[current]},
-        "baseline": _baseline(cfg, results, final_tests[current] or _eval_of(results, current)),
+        "final": {"policy": current, "success_rate": current_eval["success_rate"], "final_test": final_tests[current]},
+        "baseline": _baseline(cfg, results, final_tests[current] or current_eval),
     }
-
-
-def _eval_of(results: dict[str, dict[str, Any]], policy: str) -> dict[str, Any]:
-    return results["base_eval" if policy == "base" else f"{policy}.eval"]
 
 
 def _baseline(cfg: LoopConfig, results: dict[str, dict[str, Any]], promoted: dict[str, Any]) -> dict[str, Any] | None:
