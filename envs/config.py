@@ -25,11 +25,18 @@ class FailureSpec(FrozenConfig):
     horizontal offset, away from the gripper.
     """
 
-    kind: FailureKind
-    probability: float = Field(1.0, ge=0.0, le=1.0)
-    phase: str | None = None
-    at_step: int = Field(0, ge=0)
-    delay: tuple[int, int] = (0, 0)
+    kind: FailureKind = Field(
+        description="slip, early_release, push, actuator_noise or pose_shift (what each does: the class docstring)"
+    )
+    probability: float = Field(1.0, ge=0.0, le=1.0, description="chance per episode that the failure is scheduled")
+    phase: str | None = Field(
+        default=None,
+        description="fire when the task first reaches this phase (one of the task's phases); None: at at_step",
+    )
+    at_step: int = Field(0, ge=0, description="step to fire at when no phase is given")
+    delay: tuple[int, int] = Field(
+        default=(0, 0), description="(low, high) steps, inclusive: the delay after the trigger is drawn uniformly"
+    )
     duration: int | None = Field(
         None,
         ge=1,
@@ -56,10 +63,12 @@ class TaskConfig(FrozenConfig):
     """Fields every task accepts."""
 
     horizon: int = Field(200, ge=1, le=100_000, description="steps before the episode is truncated")
-    cameras: tuple[Literal["front", "side", "wrist"], ...] = ()
-    image_size: int = Field(84, ge=16, le=1024)
-    terminate_on_success: bool = True
-    failures: tuple[FailureSpec, ...] = ()
+    cameras: tuple[Literal["front", "side", "wrist"], ...] = Field(
+        default=(), description="cameras rendered into the observation as images.<name>; none: state only"
+    )
+    image_size: int = Field(84, ge=16, le=1024, description="pixels of each square camera image")
+    terminate_on_success: bool = Field(True, description="end the episode at the first successful step")
+    failures: tuple[FailureSpec, ...] = Field(default=(), description="failures to inject into each episode")
 
 
 class MujocoTaskConfig(TaskConfig):

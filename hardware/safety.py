@@ -35,8 +35,12 @@ log = logging.getLogger(__name__)
 
 
 class WorkspaceBox(FrozenConfig):
-    low: tuple[float, float, float]
-    high: tuple[float, float, float]
+    low: tuple[float, float, float] = Field(
+        description="lowest x, y, z of the commanded position, metres, in the frame of the observed position"
+    )
+    high: tuple[float, float, float] = Field(
+        description="highest x, y, z of the commanded position, metres, in the frame of the observed position"
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> WorkspaceBox:
@@ -46,18 +50,30 @@ class WorkspaceBox(FrozenConfig):
 
 
 class SafetyConfig(FrozenConfig):
-    command: Literal["ee_delta", "joint_position"] = "ee_delta"
+    command: Literal["ee_delta", "joint_position"] = Field(
+        "ee_delta",
+        description="what the robot is sent: ee_delta: end-effector deltas (and grip) in [-1, 1]; joint_position: "
+        "absolute joint targets",
+    )
     low: list[float] | None = Field(None, description="per-dimension lower limits; ee_delta default -1")
     high: list[float] | None = Field(None, description="per-dimension upper limits; ee_delta default +1")
     max_relative_target: float | None = Field(None, gt=0.0, description="joint_position: |target − present| per step")
     max_velocity: float | None = Field(None, gt=0.0, description="|command − previous command| per second")
     workspace: WorkspaceBox | None = Field(None, description="ee_delta: the commanded position stays inside")
     translation_per_unit: float = Field(0.02, gt=0.0, description="ee_delta: metres per step at |delta| = 1")
-    position_key: str = "state"
+    position_key: str = Field(
+        "state", description="observation key that holds the present position (joints, or the end effector's xyz)"
+    )
     position_indices: list[int] = Field(default_factory=lambda: [0, 1, 2], description="present position in the key")
     gripper_index: int | None = Field(4, description="ee_delta: held at its last value while holding")
-    watchdog_s: float = Field(0.25, gt=0.0)
-    control_hz: float = Field(20.0, gt=0.0)
+    watchdog_s: float = Field(
+        0.25, gt=0.0, description="seconds without a fresh command or observation before the robot is held"
+    )
+    control_hz: float = Field(
+        20.0,
+        gt=0.0,
+        description="commands per second: max_velocity bounds each command's step to max_velocity / control_hz",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> SafetyConfig:

@@ -23,13 +23,17 @@ __all__ = ["CollectConfig", "EpisodeRecord", "collect_demos", "expert_episodes",
 class CollectConfig(FrozenConfig):
     """``vla-recover collect``: scripted demonstrations of one task."""
 
-    task: str = "PickPlaceBin"
-    episodes: int = Field(50, ge=1, le=1_000_000)
-    seed: int = Field(0, ge=0)
-    expert: ExpertConfig = ExpertConfig()
-    task_config: dict[str, Any] = Field(default_factory=dict)
-    out: Path = Path("runs/demos")
-    workers: int = Field(2, ge=1, le=256)
+    task: str = Field(default="PickPlaceBin", description="the task (name or gym id) to demonstrate")
+    episodes: int = Field(50, ge=1, le=1_000_000, description="demonstrations, one per seed from seed")
+    seed: int = Field(0, ge=0, description="first demonstration's seed")
+    expert: ExpertConfig = Field(
+        default=ExpertConfig(), description="the scripted demonstrator's skill; default: the perfect expert"
+    )
+    task_config: dict[str, Any] = Field(
+        default_factory=dict, description="the task's settings (its config class's fields, e.g. injected failures)"
+    )
+    out: Path = Field(default=Path("runs/demos"), description="the episode store the demonstrations are added to")
+    workers: int = Field(2, ge=1, le=256, description="processes recording demonstrations at once")
 
 
 @dataclass

@@ -19,7 +19,7 @@ GRASP_DZ = 0.005  # the fingertips stay clear of the table
 
 
 class LiftCubeConfig(MujocoTaskConfig):
-    horizon: int = Field(100, ge=1, le=100_000)
+    horizon: int = Field(100, ge=1, le=100_000, description="steps before the episode is truncated")
     lift_height: float = Field(0.08, gt=0.0, le=0.2, description="m the cube must rise to succeed")
 
 

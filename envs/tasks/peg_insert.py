@@ -32,7 +32,7 @@ ALIGNED_YAW = 0.12
 
 
 class PegInsertConfig(MujocoTaskConfig):
-    horizon: int = Field(200, ge=1, le=100_000)
+    horizon: int = Field(200, ge=1, le=100_000, description="steps before the episode is truncated")
     insert_depth: float = Field(0.03, gt=0.0, le=0.038, description="m the peg must go into the hole")
     hole_yaw_range: float = Field(0.4, ge=0.0, le=0.785, description="half-range of the hole's yaw, rad")
 

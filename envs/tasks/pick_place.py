@@ -29,7 +29,7 @@ CARRY_Z = 0.13  # cube centre height the expert carries at
 
 
 class PickPlaceBinConfig(MujocoTaskConfig):
-    horizon: int = Field(200, ge=1, le=100_000)
+    horizon: int = Field(200, ge=1, le=100_000, description="steps before the episode is truncated")
     min_cube_separation: float = Field(0.08, ge=0.06, le=0.2, description="m between the two cubes at spawn")
 
 

@@ -43,18 +43,30 @@ def draw_noise(shape: tuple[int, ...], generator: NoiseSource) -> torch.Tensor:
 class PolicyConfig(FrozenConfig):
     """Fields every action-chunk policy shares."""
 
-    obs_horizon: int = Field(2, ge=1, le=16)
-    action_horizon: int = Field(16, ge=1, le=128)
+    obs_horizon: int = Field(2, ge=1, le=16, description="observation steps the policy is conditioned on")
+    action_horizon: int = Field(
+        16,
+        ge=1,
+        le=128,
+        description="actions in each predicted chunk; the unet needs a multiple of 2**(len(down_dims)-1)",
+    )
     action_exec: int = Field(8, ge=1, le=128, description="actions executed from each predicted chunk")
-    state_key: str | None = "obs.state"
-    image_keys: tuple[str, ...] = ()
-    image_crop: int = Field(76, ge=8, le=1024)
-    image_feature_dim: int = Field(64, ge=8, le=1024)
-    use_language: bool = False
-    backbone: Literal["unet", "transformer"] = "unet"
-    down_dims: tuple[int, ...] = (64, 128, 256)
-    transformer_dim: int = Field(128, ge=16, le=2048)
-    transformer_layers: int = Field(4, ge=1, le=24)
+    state_key: str | None = Field("obs.state", description="low-dim state input; None: images only")
+    image_keys: tuple[str, ...] = Field(default=(), description="camera inputs (obs.images.<cam>); none: state only")
+    image_crop: int = Field(
+        76,
+        ge=8,
+        le=1024,
+        description="pixels of the square crop each image encoder sees (random in training, centred otherwise)",
+    )
+    image_feature_dim: int = Field(64, ge=8, le=1024, description="features per image and observation step")
+    use_language: bool = Field(False, description="condition on the instruction's sentence embedding")
+    backbone: Literal["unet", "transformer"] = Field(
+        "unet", description="the denoising network: a 1-D conditional unet or a transformer over the chunk"
+    )
+    down_dims: tuple[int, ...] = Field(default=(64, 128, 256), description="unet: channels of each downsampling level")
+    transformer_dim: int = Field(128, ge=16, le=2048, description="transformer: model width")
+    transformer_layers: int = Field(4, ge=1, le=24, description="transformer: encoder layers")
 
     @model_validator(mode="after")
     def _consistent(self) -> PolicyConfig:

@@ -10,7 +10,9 @@ __all__ = ["DiffusionConfig"]
 
 
 class DiffusionConfig(PolicyConfig):
-    train_timesteps: int = Field(100, ge=2, le=1000)
+    train_timesteps: int = Field(100, ge=2, le=1000, description="diffusion timesteps of the noise schedule (DDPM)")
     inference_steps: int = Field(10, ge=1, le=1000, description="DDIM steps at inference")
-    beta_schedule: Literal["squaredcos_cap_v2", "linear", "scaled_linear"] = "squaredcos_cap_v2"
-    clip_sample: bool = True
+    beta_schedule: Literal["squaredcos_cap_v2", "linear", "scaled_linear"] = Field(
+        "squaredcos_cap_v2", description="the noise schedule's betas (diffusers' beta_schedule)"
+    )
+    clip_sample: bool = Field(True, description="clip the estimated clean actions to [-1, 1] while sampling")

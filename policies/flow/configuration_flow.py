@@ -11,4 +11,8 @@ __all__ = ["FlowConfig"]
 
 class FlowConfig(PolicyConfig):
     inference_steps: int = Field(4, ge=1, le=100, description="Euler steps at inference")
-    time_sampling: Literal["uniform", "beta"] = "beta"  # beta(1.5, 1) leans to noisier times, as in pi0
+    time_sampling: Literal["uniform", "beta"] = Field(
+        "beta",
+        description="how training draws the flow time: uniform, or beta: beta(1.5, 1) leans to noisier times, "
+        "as in pi0",
+    )

@@ -32,11 +32,18 @@ CRITIC_SCHEMA = 1
 class CriticConfig(FrozenConfig):
     state_key: str | None = Field(default="obs.state", description="low-dim input; None: not used")
     image_key: str | None = Field(default=None, description="camera input (H, W, 3) uint8; None: not used")
-    image_crop: int = Field(default=76, ge=8)
-    use_language: bool = True
-    hidden: int = Field(default=256, ge=8, le=4096)
-    layers: int = Field(default=3, ge=1, le=12)
-    done_head: bool = False
+    image_crop: int = Field(
+        default=76,
+        ge=8,
+        description="pixels of the square crop the image encoder sees (random in training, centred otherwise); "
+        "capped at the image size",
+    )
+    use_language: bool = Field(default=True, description="the instruction's sentence embedding is an input")
+    hidden: int = Field(default=256, ge=8, le=4096, description="width of each trunk layer")
+    layers: int = Field(default=3, ge=1, le=12, description="number of trunk layers")
+    done_head: bool = Field(
+        default=False, description="add a done head: the step is among the last done_steps of a successful episode"
+    )
     done_steps: int = Field(default=3, ge=1, description="the done head's positives: the last steps of a success")
 
     @model_validator(mode="after")

@@ -46,21 +46,32 @@ __all__ = [
 
 
 class CriticTrainConfig(FrozenConfig):
-    critic: CriticConfig = CriticConfig()
+    critic: CriticConfig = Field(default=CriticConfig(), description="the critic's inputs and network")
     task: str | None = Field(default=None, description="train on this task's episodes only")
-    steps: int = Field(default=3000, ge=1, le=10_000_000)
-    batch_size: int = Field(default=256, ge=2, le=65536)
-    lr: float = Field(default=1e-3, gt=0.0)
-    weight_decay: float = Field(default=1e-4, ge=0.0)
-    rank_weight: float = Field(default=1.0, ge=0.0)
+    steps: int = Field(default=3000, ge=1, le=10_000_000, description="optimiser steps")
+    batch_size: int = Field(
+        default=256,
+        ge=2,
+        le=65536,
+        description="steps per batch (half as many ranked pairs; a quarter as many failure and swapped pairs)",
+    )
+    lr: float = Field(default=1e-3, gt=0.0, description="AdamW learning rate, annealed to 0 on a cosine schedule")
+    weight_decay: float = Field(default=1e-4, ge=0.0, description="AdamW weight decay")
+    rank_weight: float = Field(
+        default=1.0, ge=0.0, description="weight of the pairwise ranking loss on steps of successful episodes"
+    )
     rank_temperature: float = Field(default=0.1, gt=0.0, description="progress difference that counts as a clear order")
-    regress_weight: float = Field(default=1.0, ge=0.0)
+    regress_weight: float = Field(
+        default=1.0, ge=0.0, description="weight of the regression of progress to regress_target"
+    )
     regress_target: Literal["time", "time_to_go"] = Field(
         default="time_to_go",
         description="time: t / (T-1) of the step's episode; time_to_go: 1 - (T-1-t) / H, H the longest successful "
         "training episode: a state as far from success gets the same target in a clumsy episode as in a clean one",
     )
-    done_weight: float = Field(default=0.5, ge=0.0)
+    done_weight: float = Field(
+        default=0.5, ge=0.0, description="weight of the done head's binary cross-entropy (with critic.done_head)"
+    )
     failure_weight: float = Field(
         default=1.0,
         ge=0.0,
@@ -88,9 +99,17 @@ class CriticTrainConfig(FrozenConfig):
         "progress near theirs (a cube held at a grip no demonstration used is not read as back on the table)",
     )
     min_gap: int = Field(default=1, ge=1, description="ranked pairs are at least this many steps apart")
-    length_bins: int = Field(default=4, ge=1, le=100)
-    held_out_fraction: float = Field(default=0.2, ge=0.0, lt=1.0)
-    seed: int = Field(default=0, ge=0)
+    length_bins: int = Field(
+        default=4,
+        ge=1,
+        le=100,
+        description="episode-length quantile bins; episodes are drawn uniformly over bins, so long ones do not "
+        "dominate",
+    )
+    held_out_fraction: float = Field(
+        default=0.2, ge=0.0, lt=1.0, description="share of the episodes held out (by seed) for evaluation"
+    )
+    seed: int = Field(default=0, ge=0, description="seed of the held-out split, the pair sampling and torch")
 
 
 def ranking_loss(early: torch.Tensor, late: torch.Tensor, temperature: float) -> torch.Tensor:

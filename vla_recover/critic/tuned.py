@@ -52,7 +52,7 @@ class TuneConfig(FrozenConfig):
     min_leaf_steps: int = Field(default=10, ge=1, description="steps in a leaf at least: larger is smoother")
     balance_kinds: bool = Field(default=True, description="weigh kinds equally, as macro-F1 does")
     state_motion: bool = Field(default=True, description="describe steps by how still the critic's state was, too")
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, description="the forest's random state")
 
 
 def _shifted(values: np.ndarray, span: int) -> np.ndarray:

@@ -21,7 +21,9 @@ class FloorOperatorConfig(FrozenConfig):
     of the robot it saw failing first, once its reaction time has passed, then resets finished robots.
     """
 
-    enabled: bool = True
+    enabled: bool = Field(
+        default=True, description="simulate floor operators; false: none watches, finished robots reset themselves"
+    )
     count: int = Field(default=1, ge=1, le=64, description="floor operators watching the fleet")
     resets: Literal["physical", "automatic"] = Field(
         default="physical",
@@ -50,11 +52,22 @@ class FloorOperatorConfig(FrozenConfig):
 class TeleoperatorConfig(FrozenConfig):
     """The simulated teleoperators: each serves the takeover queue one robot at a time with the scripted expert."""
 
-    enabled: bool = True
+    enabled: bool = Field(
+        default=True, description="simulate teleoperators; false: no simulated one serves the takeover queue"
+    )
     count: int = Field(default=1, ge=1, le=64, description="teleoperators, each holding at most one robot")
-    allocation: Literal["fifo", "priority"] = "fifo"
+    allocation: Literal["fifo", "priority"] = Field(
+        default="fifo",
+        description="which waiting robot a free teleoperator takes: fifo, the one that asked first; priority, the "
+        "one that lost the most progress (Fleet-DAgger style)",
+    )
     reaction_s: float = Field(default=2.0, ge=0.0, description="from grant to first command")
-    rewind: Literal["none", "steps", "in_distribution"] = "in_distribution"
+    rewind: Literal["none", "steps", "in_distribution"] = Field(
+        default="in_distribution",
+        description="what a teleoperator does first once it has reacted: none, corrects from where the robot is; "
+        "steps, rewinds rewind_steps; in_distribution, rewinds to where the critic (without one, ground-truth "
+        "progress) rated the branch at its best",
+    )
     rewind_steps: int = Field(default=20, ge=1, description="how far back a 'steps' rewind goes")
     release: Literal["phase_advanced", "phase_held", "progress_regained", "success"] = Field(
         default="phase_held",
@@ -67,12 +80,17 @@ class TeleoperatorConfig(FrozenConfig):
     release_steps: int = Field(default=10, ge=1, le=10_000, description="the N of phase_held and progress_regained")
     handback_s: float = Field(default=1.0, ge=0.0, description="operator time to hand control back")
     max_steps: int = Field(default=200, ge=1, description="give up a correction after this many steps")
-    expert: dict[str, Any] = Field(default_factory=lambda: {"action_noise": 0.05})
+    expert: dict[str, Any] = Field(
+        default_factory=lambda: {"action_noise": 0.05},
+        description="ExpertConfig fields of the scripted expert, the teleoperators' hands in the sim workers",
+    )
 
 
 class FleetConfig(FrozenConfig):
-    task: str = "PickPlaceBin"
-    task_config: dict[str, Any] = Field(default_factory=dict)
+    task: str = Field(default="PickPlaceBin", description="the task (name or gym id) every robot runs")
+    task_config: dict[str, Any] = Field(
+        default_factory=dict, description="the task's settings (its config class's fields, e.g. injected failures)"
+    )
     robots: int = Field(default=4, ge=0, le=256, description="sim robots")
     fake_robots: int = Field(default=0, ge=0, le=256, description="hardware slots backed by hardware.FakeRobot")
     episodes: int = Field(default=20, ge=1, le=10_000_000, description="stop after this many finished episodes")
@@ -80,10 +98,15 @@ class FleetConfig(FrozenConfig):
     operator_budget_s: float | None = Field(
         default=None, gt=0.0, description="or once the operators have spent this many seconds (equal human budgets)"
     )
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(
+        default=0, ge=0, description="first episode's seed: a run of N episodes plays seeds seed to seed + N - 1"
+    )
     policy: Path | None = Field(None, description="a policy checkpoint directory")
     constant_action: list[float] | None = Field(None, description="instead of a policy (benchmarks, smoke tests)")
-    batched_inference: bool = True
+    batched_inference: bool = Field(
+        default=True,
+        description="one policy forward for every robot that needs a chunk in a tick; false: one forward per robot",
+    )
     run_ahead_steps: int = Field(
         default=4,
         ge=1,
@@ -112,9 +135,13 @@ class FleetConfig(FrozenConfig):
         description="policy actions up to this far outside [-1, 1] are clipped into it; further out, the chunk is "
         "rejected and the robot holds",
     )
-    compile_policy: bool = False
-    store: Path = Path("runs/fleet")
-    backend: Literal["process", "ray"] = "process"
+    compile_policy: bool = Field(default=False, description="torch.compile the policy's backbone before the run")
+    store: Path = Field(default=Path("runs/fleet"), description="the episode store finished episodes are written to")
+    backend: Literal["process", "ray"] = Field(
+        default="process",
+        description="process: sim robots in local worker processes (robots_per_process each); ray: one Ray actor "
+        "per sim robot (ray_address)",
+    )
     robots_per_process: int = Field(
         default=1,
         ge=1,
@@ -123,7 +150,13 @@ class FleetConfig(FrozenConfig):
         "context switches per tick), one isolates robots (a crash takes down only its own)",
     )
     ray_address: str | None = Field(default=None, description="Ray cluster to join ('auto': local); None: start one")
-    rewind_capacity: int = Field(default=200, ge=1, le=100_000)
+    rewind_capacity: int = Field(
+        default=200,
+        ge=1,
+        le=100_000,
+        description="how many steps back from an attempt's furthest step a rewind can reach (sim workers keep "
+        "the states that needs)",
+    )
     critic: Path | None = Field(
         default=None,
         description="a progress critic checkpoint: it rates every step, drives the floor operator's 'critic' "
@@ -143,9 +176,15 @@ class FleetConfig(FrozenConfig):
         default_factory=dict, description="added to every stored episode's info (a loop marks its round this way)"
     )
     emit_corrections: bool = Field(default=False, description="also store each correction as an episode of its own")
-    lease_ttl_s: float = Field(default=10.0, gt=0.0)
-    floor_operator: FloorOperatorConfig = FloorOperatorConfig()
-    teleoperator: TeleoperatorConfig = TeleoperatorConfig()
+    lease_ttl_s: float = Field(
+        default=10.0,
+        gt=0.0,
+        description="fleet sim-clock seconds a takeover lease lasts unless renewed; then its robot holds",
+    )
+    floor_operator: FloorOperatorConfig = Field(
+        default=FloorOperatorConfig(), description="the simulated floor operators"
+    )
+    teleoperator: TeleoperatorConfig = Field(default=TeleoperatorConfig(), description="the simulated teleoperators")
 
     @model_validator(mode="before")
     @classmethod

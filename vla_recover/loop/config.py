@@ -53,10 +53,17 @@ QUICKSTART = {
 class DemoConfig(FrozenConfig):
     """Scripted demonstrations; the default is a clumsy demonstrator, so the base policy has room to improve."""
 
-    episodes: int = Field(default=20, ge=1, le=100_000)
-    seed: int = Field(default=0, ge=0)
-    expert: ExpertConfig = ExpertConfig(action_noise=0.3, hesitation_prob=0.05, grasp_miss_prob=0.3)
-    workers: int = Field(default=2, ge=1, le=64)
+    episodes: int = Field(
+        default=20, ge=1, le=100_000, description="scripted demonstrations the base policy is trained on"
+    )
+    seed: int = Field(default=0, ge=0, description="first demonstration's seed; one episode per seed from it")
+    expert: ExpertConfig = Field(
+        default=ExpertConfig(action_noise=0.3, hesitation_prob=0.05, grasp_miss_prob=0.3),
+        description="the scripted demonstrator's skill",
+    )
+    workers: int = Field(
+        default=2, ge=1, le=64, description="processes recording demonstrations at once (the more_demos ones too)"
+    )
     conditions: Literal["nominal", "task"] = Field(
         default="nominal",
         description="nominal: recorded without the task_config's injected failures, as demonstrations usually are; "
@@ -76,9 +83,16 @@ class DemoConfig(FrozenConfig):
 class EvalConfig(FrozenConfig):
     """The promotion seeds: every candidate and the base are evaluated on them, and promotion decides on them."""
 
-    episodes: int = Field(default=100, ge=1, le=100_000)
+    episodes: int = Field(
+        default=100, ge=1, le=100_000, description="episodes each policy is evaluated on, one per seed from seed"
+    )
     seed: int = Field(default=100_000, ge=0, description="first held-out seed; fleet seeds must stay below it")
-    batch: int = Field(default=50, ge=1, le=1000)
+    batch: int = Field(
+        default=50,
+        ge=1,
+        le=1000,
+        description="episodes simulated side by side, their policy calls batched (the dagger_oracle rounds' too)",
+    )
 
 
 class FinalTestConfig(FrozenConfig):
@@ -126,7 +140,11 @@ class ReGuideLoopConfig(FrozenConfig):
 
 
 class LoopConfig(FrozenConfig):
-    name: str = Field(default="quickstart", pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(
+        default="quickstart",
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="the run's name: its folder is runs/loop/<name> unless out is set",
+    )
     out: Path | None = Field(default=None, description="run folder; default runs/loop/<name>")
     seed_from: Path | None = Field(
         default=None,
@@ -139,13 +157,23 @@ class LoopConfig(FrozenConfig):
         "autonomous data, the critic trained on it and its labels in the store), so runs that differ only in how "
         "they train compare on the same data; seed_from must be a one-round run that is not reguide",
     )
-    task: str = "LiftCube"
+    task: str = Field(
+        default="LiftCube", description="the task (name or gym id) the demos, the fleet and the evaluations run"
+    )
     task_config: dict[str, Any] = Field(
         default_factory=dict, description="the task's settings, met by the fleet and the held-out evaluation alike"
     )
-    method: str = Field(default="habc", description=f"one of {', '.join(LOOP_METHODS)} (vla_recover.loop.methods)")
-    rounds: int = Field(default=3, ge=0, le=100)
-    demos: DemoConfig = DemoConfig()
+    method: str = Field(
+        default="habc",
+        description="a retraining method of vla_recover.loop.methods.LOOP_METHODS; an unknown name's error lists them",
+    )
+    rounds: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="rounds after the base policy, each collecting, retraining, evaluating and promoting; 0: none",
+    )
+    demos: DemoConfig = Field(default=DemoConfig(), description="the scripted demonstrations that seed the loop")
     base_train: dict[str, Any] = Field(
         default_factory=lambda: {
             "policy": "flow",
@@ -198,7 +226,10 @@ class LoopConfig(FrozenConfig):
     critic: dict[str, Any] = Field(
         default_factory=lambda: {"steps": 600, "batch_size": 128}, description="CriticTrainConfig fields"
     )
-    segmenter: SegmenterConfig = SegmenterConfig()
+    segmenter: SegmenterConfig = Field(
+        default=SegmenterConfig(),
+        description="how each round's critic ratings are cut into the segments labelled in the store",
+    )
     weighting: dict[str, Any] = Field(
         default_factory=dict, description="DatasetConfig fields on top of the method's weighter and retention"
     )
@@ -206,18 +237,29 @@ class LoopConfig(FrozenConfig):
         default_factory=dict,
         description="per weighter name, its config (e.g. habc: {viability: {steps: 500}}); the method picks one",
     )
-    reguide: ReGuideLoopConfig = ReGuideLoopConfig()
-    more_demos: MoreDemosConfig = MoreDemosConfig()
+    reguide: ReGuideLoopConfig = Field(
+        default=ReGuideLoopConfig(), description="the reguide and reguide_fs methods' settings"
+    )
+    more_demos: MoreDemosConfig = Field(
+        default=MoreDemosConfig(),
+        description="demonstrations bought with human time: the more_demos methods' rounds and the baseline",
+    )
     baseline: Literal["none", "more_demos", "more_demos_perturbed"] = Field(
         default="more_demos",
         description="after a fleet method's rounds: the operators' presence over all of them spent instead on "
         "demonstrations (as that method records them), fine-tuned into the base in one round and tested on the same "
         "seeds, so the report shows what the human time bought against what demonstrations would have; none: skip",
     )
-    oracle: OracleConfig = OracleConfig()
-    evaluation: EvalConfig = EvalConfig()
-    final_test: FinalTestConfig = FinalTestConfig()
-    promotion: PromotionConfig = PromotionConfig()
+    oracle: OracleConfig = Field(default=OracleConfig(), description="the dagger_oracle method's settings")
+    evaluation: EvalConfig = Field(
+        default=EvalConfig(), description="the promotion evaluation every candidate and the base are run on"
+    )
+    final_test: FinalTestConfig = Field(
+        default=FinalTestConfig(), description="the final test, on seeds disjoint from the promotion seeds"
+    )
+    promotion: PromotionConfig = Field(
+        default=PromotionConfig(), description="when a round's candidate replaces the current version"
+    )
 
     @property
     def run_dir(self) -> Path:

@@ -30,10 +30,10 @@ class DynamicsConfig(FrozenConfig):
 
     hidden: tuple[int, ...] = Field(default=(256, 256), min_length=1, description="hidden layer widths of the MLP")
     steps: int = Field(default=2000, ge=1, le=1_000_000, description="optimiser steps")
-    batch_size: int = Field(default=256, ge=1, le=65536)
-    lr: float = Field(default=1e-3, gt=0.0, le=1.0)
+    batch_size: int = Field(default=256, ge=1, le=65536, description="training windows per optimiser step")
+    lr: float = Field(default=1e-3, gt=0.0, le=1.0, description="AdamW learning rate, annealed on a cosine schedule")
     val_fraction: float = Field(default=0.1, ge=0.0, lt=1.0, description="fraction of episodes held out for validation")
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, description="seed of the validation split, the initialisation and the batches")
 
 
 class LatentDynamics(nn.Module):

@@ -51,8 +51,12 @@ class ReGuideConfig(FrozenConfig):
 
     scale: float = Field(default=0.1, ge=0.0, le=100.0, description="c in â0 − c·∇L, per guided sampling step")
     guided_steps: int = Field(default=5, ge=1, le=1000, description="how many final sampling steps are guided")
-    phases: PhaseConfig = PhaseConfig()
-    dynamics: DynamicsConfig = DynamicsConfig()
+    phases: PhaseConfig = Field(
+        default=PhaseConfig(), description="how the phase prototypes and drift thresholds are built"
+    )
+    dynamics: DynamicsConfig = Field(
+        default=DynamicsConfig(), description="how the latent dynamics model is shaped and trained"
+    )
 
 
 class ReGuide:

@@ -36,12 +36,21 @@ class PhaseConfig(FrozenConfig):
     """How phase prototypes and drift thresholds are built."""
 
     clusters_per_phase: int = Field(default=10, ge=1, le=1000, description="k of the per-phase k-means")
-    prototypes_per_phase: int = Field(default=100, ge=1, le=10000)
-    kmeans_iters: int = Field(default=50, ge=1, le=1000)
+    prototypes_per_phase: int = Field(
+        default=100,
+        ge=1,
+        le=10000,
+        description="prototypes kept per phase, shared among its clusters by size (all points when fewer)",
+    )
+    kmeans_iters: int = Field(default=50, ge=1, le=1000, description="most Lloyd iterations of the k-means")
     tau: float = Field(default=0.05, gt=0.0, le=10.0, description="soft-min temperature, in normalised-state units")
     lower_percentile: float = Field(default=30.0, ge=0.0, le=100.0, description="below: in distribution, unguided")
     upper_percentile: float = Field(default=90.0, ge=0.0, le=100.0, description="above: too far, no guidance")
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(
+        default=0,
+        ge=0,
+        description="seed of the k-means (plus the phase id) and of the subset of latents that sets the thresholds",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> PhaseConfig:

@@ -40,20 +40,38 @@ log = logging.getLogger(__name__)
 
 class NodeConfig(FrozenConfig):
     joint_names: list[str] = Field(min_length=1, description="the joints of obs.state, in order")
-    joint_states_topic: str = "/joint_states"
+    joint_states_topic: str = Field(
+        default="/joint_states",
+        description="sensor_msgs/JointState in: the joint positions the policy reads and the watchdog waits on",
+    )
     camera_topics: dict[str, str] = Field(default_factory=dict, description="policy image key → Image topic")
-    instruction_topic: str = "/instruction"
+    instruction_topic: str = Field(default="/instruction", description="std_msgs/String in: the language instruction")
     instruction: str = Field("", description="used until an instruction arrives")
-    estop_topic: str = "/estop"
-    estop_reset_topic: str = "/estop_reset"
-    command_topic: str = "/joint_trajectory"
-    command_type: CommandType = "joint_trajectory"
-    diagnostics_topic: str = "/diagnostics"
-    control_hz: float = Field(30.0, gt=0.0, le=1000.0)
-    diagnostics_period_s: float = Field(1.0, gt=0.0)
-    sensor_qos: Profile = "sensor_data"
+    estop_topic: str = Field(default="/estop", description="std_msgs/Bool in: true latches the e-stop")
+    estop_reset_topic: str = Field(
+        default="/estop_reset", description="std_msgs/String in: who clears the e-stop (empty is rejected)"
+    )
+    command_topic: str = Field(default="/joint_trajectory", description="out: the commands, as command_type")
+    command_type: CommandType = Field(
+        default="joint_trajectory",
+        description="joint_trajectory: trajectory_msgs/JointTrajectory with the rest of the chunk; "
+        "float64_multi_array: std_msgs/Float64MultiArray with the position for now",
+    )
+    diagnostics_topic: str = Field(default="/diagnostics", description="diagnostic_msgs/DiagnosticArray out")
+    control_hz: float = Field(
+        30.0, gt=0.0, le=1000.0, description="commands per second; the safety filter runs at this rate too"
+    )
+    diagnostics_period_s: float = Field(1.0, gt=0.0, description="seconds between diagnostics messages")
+    sensor_qos: Profile = Field(
+        default="sensor_data",
+        description="QoS of the joint-state and camera subscriptions: sensor_data (best effort, keep last 5) or "
+        "default (reliable, keep last 10)",
+    )
     inference_lead_steps: int = Field(2, ge=0, description="ask for the next chunk this many actions early")
-    safety: SafetyConfig
+    safety: SafetyConfig = Field(
+        description="the safety filter every command passes (joint_position: joint limits, velocity, watchdog_s); "
+        "its control_hz and position_indices are the node's"
+    )
 
     @model_validator(mode="after")
     def _joint_safety(self) -> NodeConfig:

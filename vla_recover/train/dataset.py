@@ -25,14 +25,19 @@ __all__ = ["DatasetConfig", "build_step_weights", "retained_steps"]
 
 
 class DatasetConfig(FrozenConfig):
-    weighter: str = Field(default="bc", description=f"one of {', '.join(WEIGHTERS.names())}")
-    weighter_config: dict[str, Any] = Field(default_factory=dict)
+    weighter: str = Field(
+        default="bc",
+        description="a weighter registered in vla_recover.train.weighting.WEIGHTERS (bc, iwr, sirius, awr, habc, ...)",
+    )
+    weighter_config: dict[str, Any] = Field(default_factory=dict, description="the weighter's config fields")
     retention: Literal["none", "critic", "ground_truth", "interventions"] = Field(
         default="none",
         description="which autonomous steps of rollouts stay: all (none), the critic's or the simulator's progress "
         "and recovery segments (critic, ground_truth), or none of them (interventions: only what a human chose)",
     )
-    retention_config: RetentionConfig = RetentionConfig()
+    retention_config: RetentionConfig = Field(
+        default=RetentionConfig(), description="which segment kinds the critic and ground_truth retention keep"
+    )
     pre_intervention_steps: int = Field(default=15, ge=0, description="Sirius' pre-intervention window")
     min_intervention_steps: int = Field(
         default=10, ge=1, description="human steps for a takeover to cut outcome credit"

@@ -31,40 +31,66 @@ __all__ = ["TrainConfig", "Trainer", "make_optimizer"]
 
 
 class DataSelection(FrozenConfig):
-    outcomes: tuple[str, ...] | None = None
-    actors: tuple[str, ...] | None = None
-    segment_kinds: tuple[str, ...] | None = None
-    segment_source: str | None = None
+    outcomes: tuple[str, ...] | None = Field(
+        default=None, description="only episodes with these outcomes (success, failure, truncated, aborted); None: all"
+    )
+    actors: tuple[str, ...] | None = Field(
+        default=None, description="only anchor steps these actors chose (policy, human, guided, scripted); None: all"
+    )
+    segment_kinds: tuple[str, ...] | None = Field(
+        default=None, description="only anchor steps inside a segment of one of these kinds; None: any step"
+    )
+    segment_source: str | None = Field(
+        default=None, description="segment_kinds: only segments from this source (supervision, critic); None: any"
+    )
     episodes: tuple[int, ...] | None = Field(default=None, description="only these episode ids (a loop round's data)")
 
 
 class TrainConfig(FrozenConfig):
     """``vla-recover train``: which policy, on which data, for how long."""
 
-    policy: str = "diffusion"
-    policy_config: dict[str, Any] = Field(default_factory=dict)
-    data: Path = Path("runs/demos")
-    out: Path = Path("runs/train")
-    select: DataSelection = DataSelection()
-    weighting: DatasetConfig = DatasetConfig()
+    policy: str = Field(
+        default="diffusion",
+        description="a policy registered in vla_recover.policies.POLICIES (diffusion, flow, lerobot_diffusion, ...)",
+    )
+    policy_config: dict[str, Any] = Field(
+        default_factory=dict, description="the policy's config class's fields (horizons, network sizes, inputs, ...)"
+    )
+    data: Path = Field(default=Path("runs/demos"), description="the episode store to train on")
+    out: Path = Field(
+        default=Path("runs/train"),
+        description="run folder: metrics.jsonl, weights.json, checkpoints/ and the final policy/",
+    )
+    select: DataSelection = Field(default=DataSelection(), description="which stored steps may anchor a window")
+    weighting: DatasetConfig = Field(
+        default=DatasetConfig(), description="retention and weighter: which steps train, with what weight"
+    )
     init_from: Path | None = Field(
         default=None,
         description="fine-tune: start from this policy checkpoint (weights and normalisation) instead of scratch",
     )
-    steps: int = Field(default=3000, ge=1, le=10_000_000)
-    batch_size: int = Field(default=256, ge=1, le=65_536)
-    lr: float = Field(default=3e-4, gt=0.0, le=1.0)
-    weight_decay: float = Field(default=1e-6, ge=0.0, le=1.0)
-    warmup_steps: int = Field(default=200, ge=0)
-    grad_clip: float = Field(default=1.0, gt=0.0)
-    ema: bool = True
-    ema_power: float = Field(default=0.75, gt=0.0, le=1.0)
-    seed: int = Field(default=0, ge=0)
-    log_every: int = Field(default=25, ge=1)
-    save_every: int = Field(default=1000, ge=1)
+    steps: int = Field(default=3000, ge=1, le=10_000_000, description="gradient steps in all")
+    batch_size: int = Field(default=256, ge=1, le=65_536, description="windows per gradient step")
+    lr: float = Field(
+        default=3e-4, gt=0.0, le=1.0, description="AdamW's peak learning rate: linear warm-up to it, cosine decay to 0"
+    )
+    weight_decay: float = Field(default=1e-6, ge=0.0, le=1.0, description="AdamW's weight decay")
+    warmup_steps: int = Field(default=200, ge=0, description="steps of linear learning-rate warm-up")
+    grad_clip: float = Field(default=1.0, gt=0.0, description="gradient norm clipped to this before each step")
+    ema: bool = Field(
+        default=True, description="keep an exponential moving average of the weights: the policy saved and evaluated"
+    )
+    ema_power: float = Field(
+        default=0.75, gt=0.0, le=1.0, description="EMA warm-up: decay at step t is min(0.9999, 1 - (1 + t) ** -power)"
+    )
+    seed: int = Field(default=0, ge=0, description="seed of torch and the window sampler")
+    log_every: int = Field(default=25, ge=1, description="steps between metrics records (mean loss since the last)")
+    save_every: int = Field(default=1000, ge=1, description="steps between checkpoints; the last step saves one too")
     eval_every: int = Field(default=0, ge=0, description="closed-loop evaluation period in steps; 0: only at the end")
-    eval_task: str | None = None
-    eval_episodes: int = Field(default=20, ge=1)
+    eval_task: str | None = Field(
+        default=None, description="the task the policy is evaluated on in closed loop (vla-recover train); None: none"
+    )
+    eval_episodes: int = Field(default=20, ge=1, description="episodes per evaluation, one per seed from eval_seed")
     eval_seed: int = Field(default=100_000, ge=0, description="first held-out seed")
     threads: int = Field(default=0, ge=0, description="torch CPU threads; 0: torch's default")
     compile: bool = Field(default=False, description="torch.compile the denoiser: ~1 min once, then faster steps")

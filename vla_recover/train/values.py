@@ -16,12 +16,14 @@ __all__ = ["ValueNet", "ValueTrainConfig", "fit_value"]
 
 
 class ValueTrainConfig(FrozenConfig):
-    hidden: tuple[int, ...] = (128, 128)
-    steps: int = Field(default=1500, ge=1, le=1_000_000)
-    batch_size: int = Field(default=512, ge=1, le=65_536)
-    lr: float = Field(default=1e-3, gt=0.0, le=1.0)
-    weight_decay: float = Field(default=1e-4, ge=0.0)
-    seed: int = Field(default=0, ge=0)
+    hidden: tuple[int, ...] = Field(default=(128, 128), description="widths of the MLP's hidden layers")
+    steps: int = Field(default=1500, ge=1, le=1_000_000, description="gradient steps")
+    batch_size: int = Field(
+        default=512, ge=1, le=65_536, description="states per step, drawn with replacement (at most the data's count)"
+    )
+    lr: float = Field(default=1e-3, gt=0.0, le=1.0, description="AdamW's initial learning rate, cosine-decayed to 0")
+    weight_decay: float = Field(default=1e-4, ge=0.0, description="AdamW's weight decay")
+    seed: int = Field(default=0, ge=0, description="seed of the initial weights and the batches")
 
 
 class ValueNet(nn.Module):

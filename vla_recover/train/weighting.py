@@ -74,8 +74,13 @@ class SiriusConfig(FrozenConfig):
     autonomous class.
     """
 
-    intervention_share: float = Field(default=0.5, ge=0.0, le=1.0)
-    pre_intervention_share: float = Field(default=0.002, ge=0.0, le=1.0)
+    intervention_share: float = Field(default=0.5, ge=0.0, le=1.0, description="the human steps' share")
+    pre_intervention_share: float = Field(
+        default=0.002,
+        ge=0.0,
+        le=1.0,
+        description="the share of the policy steps just before an intervention (DatasetConfig.pre_intervention_steps)",
+    )
 
     @model_validator(mode="after")
     def _shares(self) -> SiriusConfig:
@@ -133,10 +138,10 @@ class AWRConfig(FrozenConfig):
     """w = min(exp(A / beta), max_weight), A = R_t - V(s_t), R_t = gamma^(steps to go) on a trajectory that ends in
     success and 0 otherwise (a sparse success reward), V regressed on R over the eligible steps."""
 
-    beta: float = Field(default=0.25, gt=0.0)
-    max_weight: float = Field(default=20.0, gt=0.0)
-    gamma: float = Field(default=0.99, gt=0.0, le=1.0)
-    value: ValueTrainConfig = ValueTrainConfig()
+    beta: float = Field(default=0.25, gt=0.0, description="temperature of exp(A / beta): lower is greedier")
+    max_weight: float = Field(default=20.0, gt=0.0, description="weights are clipped to this")
+    gamma: float = Field(default=0.99, gt=0.0, le=1.0, description="discount of the success reward per step to go")
+    value: ValueTrainConfig = Field(default=ValueTrainConfig(), description="training of V, regressed on R")
 
 
 class AWRWeighter(Weighter):
@@ -169,11 +174,20 @@ class HABCConfig(FrozenConfig):
     divided by the mean gate over labelled successful steps, so they average 1 like demonstration steps.
     """
 
-    efficiency_target: Literal["monte_carlo", "td"] = "monte_carlo"
-    unlabelled_weight: float = Field(default=0.0, ge=0.0)
-    epsilon: float = Field(default=1e-3, gt=0.0)
-    viability: ValueTrainConfig = ValueTrainConfig()
-    efficiency: ValueTrainConfig = ValueTrainConfig()
+    efficiency_target: Literal["monte_carlo", "td"] = Field(
+        default="monte_carlo",
+        description="the efficiency head's target: monte_carlo, minus the recorded steps to go; td, -1 + V_e(s')",
+    )
+    unlabelled_weight: float = Field(
+        default=0.0, ge=0.0, description="weight of executed steps with no outcome label (before a takeover)"
+    )
+    epsilon: float = Field(default=1e-3, gt=0.0, description="floor of the mean gate rollout weights are divided by")
+    viability: ValueTrainConfig = Field(
+        default=ValueTrainConfig(), description="training of the viability head (logit of a step's outcome label)"
+    )
+    efficiency: ValueTrainConfig = Field(
+        default=ValueTrainConfig(), description="training of the efficiency head (steps to go on successful paths)"
+    )
 
 
 class HABCWeighter(Weighter):
