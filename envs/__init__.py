@@ -2,6 +2,8 @@
 
 >>> import gymnasium as gym, vla_recover.envs
 >>> env = gym.make("vla_recover/LiftCube-v0", config={"cameras": ["front"]})
+
+A task of your own joins them with :func:`register_task` (examples/extending/new_task.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ __all__ = [
     "load_task_config",
     "make_expert",
     "make_task",
+    "register_task",
     "resolve_task_name",
 ]
 
@@ -118,14 +121,31 @@ def make_expert(
     return expert_cls(env, validate_config(ExpertConfig, config, source="expert"), seed=seed)
 
 
+def register_task(
+    name: str, config_cls: type[TaskConfig], env_target: str, expert_target: str, summary: str = ""
+) -> None:
+    """Make a task known by ``name``: to `make_task`, `make_expert` and every config that names a task, and to
+    gymnasium as ``gym_id(name)``.
+
+    ``env_target`` and ``expert_target`` are ``"package.module:Class"`` strings, imported when first used; the env
+    class takes ``config`` (a ``config_cls``) and ``render_mode``, the expert class ``(env, expert config, seed)``.
+    A name already registered is refused.
+    """
+    for field, target in (("env_target", env_target), ("expert_target", expert_target)):
+        module, sep, attr = target.partition(":")
+        if not (module and sep and attr):
+            raise ValueError(f"{field}: got {target!r}; expected 'package.module:Class'")
+    TASKS.register(name, config_cls, env_target, summary)
+    EXPERTS.register(name, ExpertConfig, expert_target, summary)
+    if gym_id(name) not in gym.registry:
+        # No gymnasium TimeLimit: each task truncates at its own configured horizon, which survives
+        # get_state/set_state where a wrapper's step counter would not.
+        gym.register(id=gym_id(name), entry_point=env_target, disable_env_checker=True)
+
+
 def _register_builtin() -> None:
     for name, config_cls, env_target, expert_target, summary in _BUILTIN:
-        TASKS.register(name, config_cls, f"{__name__}.{env_target}", summary)
-        EXPERTS.register(name, ExpertConfig, f"{__name__}.{expert_target}", summary)
-        if gym_id(name) not in gym.registry:
-            # No gymnasium TimeLimit: each task truncates at its own configured horizon, which survives
-            # get_state/set_state where a wrapper's step counter would not.
-            gym.register(id=gym_id(name), entry_point=f"{__name__}.{env_target}", disable_env_checker=True)
+        register_task(name, config_cls, f"{__name__}.{env_target}", f"{__name__}.{expert_target}", summary)
 
 
 _register_builtin()

@@ -19,6 +19,10 @@ __all__ = ["LOOP_METHODS", "LoopMethod", "loop_method"]
 
 @dataclass(frozen=True)
 class LoopMethod:
+    """A retraining method: what a round collects, which steps it trains on and how it weighs them, and where each
+    round's training starts. ``LOOP_METHODS`` maps each name to its entry; docs/concepts/methods.md has a row for
+    each."""
+
     name: str
     paper: str
     data: str  # the data rule in one sentence (the CLI's help and the docs)
