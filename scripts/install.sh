@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install vla_recover into ./.venv: system libraries for offscreen rendering, then the package.
 #   bash scripts/install.sh        the package
-#   bash scripts/install.sh dev    the package, robosuite, the test and lint tools, and Chromium for browser tests
+#   bash scripts/install.sh dev    the package, robosuite, the test, lint and docs tools, and Chromium for browser tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extra="${1:-}"
