@@ -150,3 +150,16 @@ def test_final_test_figures_sit_beside_the_promotion_figures(tmp_path: Path, sum
     text = write_report(tmp_path, summary).read_text()
     assert "seeds 200000…200199, disjoint from the promotion seeds" in text
     assert "| 62.0% [50.0%, 75.0%] | 85.5% [80.0%, 89.0%] |" in text  # round 2: promotion, then final test
+
+
+def test_every_value_a_round_used_shows_its_reliability(tmp_path: Path, summary: dict[str, Any]) -> None:
+    critic = {"voc": 0.81, "voc_episodes": 12, "pair_accuracy": {"1": 0.62, "8": 0.77}, "pairs": {"1": 900, "8": 700},
+              "reference": "progress"}  # fmt: skip
+    head = {"voc": None, "voc_episodes": 0, "pair_accuracy": {"1": None}, "pairs": {"1": 0}, "reference": "time"}
+    summary["rounds"][2]["reliability"] = {"critic": critic, "habc viability": head}
+    text = write_report(tmp_path, summary).read_text()
+    assert "| 2 | critic | 0.81 over 12 | 1: 62.0% of 900, 8: 77.0% of 700 | progress |" in text
+    assert "| 2 | habc viability | – | 1: – of 0 | time |" in text
+
+    del summary["rounds"][2]["reliability"]
+    assert "No value kept or weighed data in these rounds." in write_report(tmp_path, summary).read_text()

@@ -9,8 +9,8 @@ import pytest
 
 from vla_recover.data import EpisodeData, EpisodeStore
 from vla_recover.train.dataset import DatasetConfig, build_step_weights
-from vla_recover.train.steps import FAILED, SUCCEEDED, UNLABELLED, build_step_table
-from vla_recover.train.weighting import HABCWeighter, build_weighter, trajectory_steps_to_go
+from vla_recover.train.steps import FAILED, SUCCEEDED, UNLABELLED, build_step_table, trajectory_steps_to_go
+from vla_recover.train.weighting import HABCWeighter, build_weighter
 
 FAST = {"steps": 200, "batch_size": 64}
 

@@ -35,8 +35,10 @@ def label_store(
     config: SegmenterConfig | None = None,
     task: str | None = None,
     on_episode: Callable[[int, int], None] | None = None,
+    curves: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> dict[str, Any]:
-    """Label every episode (of ``task``); returns episodes labelled and steps per kind."""
+    """Label every episode (of ``task``); returns episodes labelled and steps per kind. ``curves``, when given,
+    receives each episode's (episode rows of its timeline, the critic's progress on them) by episode id."""
     critic = ProgressCritic.load(critic_dir)
     config = config or SegmenterConfig()
     rule = config.rule_for(critic.tuned)  # a missing tuned segmenter is an error before anything is written
@@ -45,6 +47,8 @@ def label_store(
         episodes = load_episodes(store, critic.input_keys, task)
         for done, episode in enumerate(episodes, start=1):
             curve, segments = critic_segments(critic, episode, config)
+            if curves is not None:
+                curves[episode.id] = (episode.rows, curve)
             with store.index.transaction():
                 store.index.delete_segments(episode.id, "critic")
                 for start, stop, kind in segments:

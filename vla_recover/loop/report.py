@@ -100,6 +100,16 @@ def _data_rows(view: View) -> list[list[str]]:
     return rows
 
 
+def _reliability_rows(view: View) -> list[list[str]]:
+    rows = []
+    for r in view.rounds:
+        for name, m in r.reliability.items():
+            pairs = ", ".join(f"{gap}: {_pct(acc)} of {m.pairs.get(gap, 0)}" for gap, acc in m.pair_accuracy.items())
+            voc = "–" if m.voc is None else f"{m.voc:.2f} over {m.voc_episodes}"
+            rows.append([str(r.round), name, voc, pairs or "–", m.reference])
+    return rows
+
+
 def _evidence(d: Decision) -> str:
     """What a decision rested on: the discordant seeds and McNemar's p, or the unpaired bound."""
     confidence = "" if d.confidence is None else f" (promoted below {1 - d.confidence:.2f})"
@@ -217,6 +227,7 @@ def _final_test_line(summary: LoopSummary) -> list[str]:
 
 def _markdown(summary: LoopSummary, view: View, plots: list[tuple[Plot, Path | None]], run_dir: Path) -> str:
     response = _response_rows(view)
+    reliability = _reliability_rows(view)
     seeds = "–" if summary.eval_seed is None else f"from {summary.eval_seed}"
     if summary.eval_seed is not None and summary.eval_episodes:
         seeds = f"{summary.eval_seed}…{summary.eval_seed + summary.eval_episodes - 1}"
@@ -240,6 +251,14 @@ def _markdown(summary: LoopSummary, view: View, plots: list[tuple[Plot, Path | N
         "## Data and training", "",
         *_table(["round", "fleet ran", "outcomes", "rewinds", "segment mix (share of steps)", "training", "final loss",
                  "mean weight", "zero-weight share", "guided"], _data_rows(view)),
+        "", "## How reliable the values were", "",
+        *(_table(["round", "value", "VOC on successes (episodes)", "pairs ordered right, by steps apart",
+                  "judged against"], reliability)
+          if reliability else ["No value kept or weighed data in these rounds."]),
+        "", "VOC: the Spearman correlation of the value with time along each successful trajectory, averaged. Pairs: "
+        "states 1 and 8 steps apart on one trajectory that the value orders as the simulator's progress does "
+        "(progress) or, without it, as time does on successes (time); a tie counts half. The critic is measured on "
+        "the round's fleet episodes, a weighter's heads on the data they were fit to.",
         "", "## Operator response", "",
         *(_table(["round", "failures", "taken over", "recovered by the policy", "ended without takeover",
                   "onset → request p50 (s)", "onset → grant p50 (s)", "onset → grant p90 (s)",

@@ -446,18 +446,26 @@ class LoopRun:
     def _critic(self, round_index: int, episode_ids: list[int]) -> dict[str, Any]:
         from vla_recover.critic.label import label_store
         from vla_recover.critic.train import train_critic
+        from vla_recover.train.reliability import curve_reliability
 
         critic_dir = self._critic_dir(round_index)
         metrics = train_critic(self.store_path, critic_dir, self._critic_config, lambda s, _: self.reporter.advance(s))
-        label_store(self.store_path, critic_dir, self.config.segmenter)
+        curves: dict[int, tuple[Any, Any]] = {}  # episode id: (its timeline rows, the critic's progress on them)
+        label_store(self.store_path, critic_dir, self.config.segmenter, curves=curves)
         steps: dict[str, int] = {}
         wanted = set(episode_ids)
         with EpisodeStore(self.store_path) as store:
             for segment in store.index.segments(source="critic"):
                 if segment.episode in wanted:
                     steps[segment.kind] = steps.get(segment.kind, 0) + segment.stop - segment.start
+            reliability = curve_reliability(store, curves, episode_ids)
         held_out = metrics.get("held_out", {})
-        return {"critic": str(critic_dir), "segments": steps, "held_out_voc": held_out.get("voc")}
+        return {
+            "critic": str(critic_dir),
+            "segments": steps,
+            "held_out_voc": held_out.get("voc"),
+            "reliability": reliability,
+        }
 
     def _training_set(
         self, demo_ids: list[int], fleet_rounds: list[dict[str, Any]], current: str

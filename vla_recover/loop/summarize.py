@@ -49,6 +49,7 @@ def summarize(cfg: LoopConfig, results: dict[str, dict[str, Any]]) -> dict[str, 
         }
         if "guided" in collected:
             entry["guided"] = collected["guided"]
+        entry["reliability"] = _reliability(results.get(f"{prefix}.critic", {}), train["weights"])
         rounds.append(entry)
     final_tests = {"base": results.get("base_final_test")}
     final_tests.update({f"round_{r}": results.get(f"round_{r}.final_test") for r in range(1, cfg.rounds + 1)})
@@ -102,3 +103,12 @@ def _zero_fraction(train: dict[str, Any]) -> float:
     weights = train["weights"]
     steps = weights.get("steps") or 0
     return round(1.0 - weights["nonzero_steps"] / steps, 4) if steps else 0.0
+
+
+def _reliability(critic: dict[str, Any], weights: dict[str, Any]) -> dict[str, Any]:
+    """Every value the round kept or weighed data by, with its reliability: the critic's on the round's fleet
+    episodes, the weighter's heads on the training set."""
+    measured = {"critic": critic["reliability"]} if critic.get("reliability") else {}
+    for head, measures in weights.get("reliability", {}).items():
+        measured[f"{weights['weighter']} {head}"] = measures
+    return measured

@@ -89,6 +89,16 @@ class Oracle(_Section):
     mean_label_gap: float | None = None
 
 
+class Reliability(_Section):
+    """A value function's reliability (vla_recover.train.reliability)."""
+
+    voc: float | None = None
+    voc_episodes: int = 0
+    pair_accuracy: dict[str, float | None] = {}
+    pairs: dict[str, int] = {}
+    reference: str = "time"
+
+
 class Round(_Section):
     round: int = Field(ge=0)
     policy: str
@@ -103,6 +113,7 @@ class Round(_Section):
     segments: dict[str, float] = {}
     train: Train | None = None
     guided: Guided | None = None
+    reliability: dict[str, Reliability] = {}
 
 
 class PairedWithLoop(_Section):

@@ -18,7 +18,7 @@ import numpy as np
 from vla_recover.data import EpisodeStore
 from vla_recover.data.schema import ACTORS
 
-__all__ = ["StepTable", "build_step_table"]
+__all__ = ["StepTable", "build_step_table", "trajectory_steps_to_go"]
 
 _POLICY = (ACTORS.index("policy"), ACTORS.index("guided"))
 _HUMAN = ACTORS.index("human")
@@ -43,6 +43,7 @@ class StepTable:
     episode_success: np.ndarray  # the step's episode succeeded
     outcome_label: np.ndarray  # executed steps: 1/0 outcome when it may reach them, else -1
     state: np.ndarray  # obs.state (n, D) float32
+    progress: np.ndarray  # the simulator's ground-truth progress, NaN where unknown (a real robot, an import)
     supervision: dict[int, list[tuple[int, int, str]]]  # episode id → its supervision segments (episode rows)
 
     @property
@@ -135,5 +136,23 @@ def build_step_table(
         episode_success=episode_success,
         outcome_label=label,
         state=np.asarray(store.read(state_key), dtype=np.float32),
+        progress=np.asarray(store.read("progress"), dtype=np.float32),
         supervision=segments_by_episode,
     )
+
+
+def trajectory_steps_to_go(table: StepTable) -> np.ndarray:
+    """Steps from each step to the end of its trajectory (following successors); -1 where it ends in a rewind."""
+    n = table.n
+    to_go = np.full(n, -1, dtype=np.int64)
+    reaches_end = np.zeros(n, dtype=bool)
+    # successors always point forward in the store, so one backward sweep resolves every chain
+    for i in range(n - 1, -1, -1):
+        j = table.successor[i]
+        if j < 0:
+            last_row = i + 1 == n or table.episode[i + 1] != table.episode[i]
+            if last_row and not table.rewind[i]:
+                to_go[i], reaches_end[i] = 0, True
+        elif reaches_end[j]:
+            to_go[i], reaches_end[i] = to_go[j] + 1, True
+    return to_go

@@ -18,7 +18,8 @@ from torch.nn import functional as F
 
 from vla_recover.config import FrozenConfig
 from vla_recover.registry import Registry
-from vla_recover.train.steps import FAILED, SUCCEEDED, StepTable
+from vla_recover.train.reliability import value_reliability
+from vla_recover.train.steps import FAILED, SUCCEEDED, StepTable, trajectory_steps_to_go
 from vla_recover.train.values import ValueNet, ValueTrainConfig, bce_loss, fit_value, mse_loss
 
 __all__ = [
@@ -117,23 +118,6 @@ class SiriusWeighter(Weighter):
         return weights
 
 
-def trajectory_steps_to_go(table: StepTable) -> np.ndarray:
-    """Steps from each step to the end of its trajectory (following successors); -1 where it ends in a rewind."""
-    n = table.n
-    to_go = np.full(n, -1, dtype=np.int64)
-    reaches_end = np.zeros(n, dtype=bool)
-    # successors always point forward in the store, so one backward sweep resolves every chain
-    for i in range(n - 1, -1, -1):
-        j = table.successor[i]
-        if j < 0:
-            last_row = i + 1 == n or table.episode[i + 1] != table.episode[i]
-            if last_row and not table.rewind[i]:
-                to_go[i], reaches_end[i] = 0, True
-        elif reaches_end[j]:
-            to_go[i], reaches_end[i] = to_go[j] + 1, True
-    return to_go
-
-
 class AWRConfig(FrozenConfig):
     """w = min(exp(A / beta), max_weight), A = R_t - V(s_t), R_t = gamma^(steps to go) on a trajectory that ends in
     success and 0 otherwise (a sparse success reward), V regressed on R over the eligible steps."""
@@ -158,8 +142,11 @@ class AWRWeighter(Weighter):
         advantage = returns[rows] - self.value.predict(table.state[rows])
         weights = np.zeros(table.n, dtype=np.float32)
         weights[rows] = np.minimum(np.exp(advantage / self.config.beta), self.config.max_weight)
-        self.stats = {"advantage_mean": float(advantage.mean()), "clipped_fraction": float(
-            (weights[rows] >= self.config.max_weight).mean())}  # fmt: skip
+        self.stats = {
+            "advantage_mean": float(advantage.mean()),
+            "clipped_fraction": float((weights[rows] >= self.config.max_weight).mean()),
+            "reliability": {"value": value_reliability(self.value.predict(table.state), table)},
+        }
         return weights
 
 
@@ -248,6 +235,10 @@ class HABCWeighter(Weighter):
             "gate_max": float(gate[success].max(initial=1.0)),
             "labelled_success_steps": int(success.sum()),
             "labelled_failure_steps": int((executed & (table.outcome_label == FAILED)).sum()),
+            "reliability": {
+                "viability": value_reliability(viability.predict(table.state), table),
+                "efficiency": value_reliability(efficiency.predict(table.state), table),
+            },
         }
         return weights
 
