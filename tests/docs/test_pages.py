@@ -69,3 +69,11 @@ def test_every_loop_method_has_its_row_with_its_paper() -> None:
     assert set(rows) == set(LOOP_METHODS), "docs/concepts/methods.md and LOOP_METHODS name different methods"
     for name, method in LOOP_METHODS.items():
         assert rows[name].strip() == method.paper, f"{name}: the page says {rows[name]!r}, the entry {method.paper!r}"
+
+
+def test_the_readme_links_only_to_files_that_exist() -> None:
+    readme = (ROOT / "README.md").read_text()
+    targets = {t.split("#")[0] for t in re.findall(r"\]\(([^)]+)\)", readme) if "://" not in t}
+    assert targets, "the README links to its docs pages"
+    missing = sorted(t for t in targets if t and not (ROOT / t).exists())
+    assert not missing, f"README.md links to missing files: {missing}"
