@@ -40,6 +40,7 @@ from vla_recover.fleet.accounting import return_on_human_effort
 from vla_recover.loop.beside import limit_torch_threads
 from vla_recover.loop.config import QUICKSTART, LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS
+from vla_recover.loop.plots import draw_methods_per_round
 from vla_recover.loop.runner import LineReporter, LoopRun
 
 # The fine-tuning recipe every fine-tuning method and more_demos share here (the rest of the config's retrain section
@@ -388,6 +389,15 @@ def run_config(
     }
     if best is not None and figures["base_mean"]:
         figures["best_vs_base"] = round(means[best][judged] / figures["base_mean"], 3)
+    per_round = "final_test_per_round" if judged == "final_test_success" else "success_per_round"
+    curves = {
+        method: [_mean([per_seed[k]["methods"][method][per_round][r] for k in seeds]) for r in range(rounds + 1)]
+        for method in methods
+    }
+    seeds_said = f"seed {seeds[0]}" if len(seeds) == 1 else f"mean of seeds {', '.join(map(str, seeds))}"
+    figures["plot"] = str(
+        draw_methods_per_round(curves, work / "success_per_round.png", f"{config.task}, {seeds_said}")
+    )
     return figures
 
 

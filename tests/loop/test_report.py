@@ -163,3 +163,11 @@ def test_every_value_a_round_used_shows_its_reliability(tmp_path: Path, summary:
 
     del summary["rounds"][2]["reliability"]
     assert "No value kept or weighed data in these rounds." in write_report(tmp_path, summary).read_text()
+
+
+def test_the_method_comparison_plot_draws_every_method_and_gaps(tmp_path: Path) -> None:
+    from vla_recover.loop.plots import draw_methods_per_round
+
+    curves = {"habc": [0.25, 0.5, 0.6, 0.7], "more_demos": [0.25, 0.4, None, 0.55], "dagger_oracle": [0.25, 0.8]}
+    path = draw_methods_per_round(curves, tmp_path / "plots" / "methods.png", "LiftCube, seed 0")
+    assert path.read_bytes().startswith(PNG_SIGNATURE) and path.stat().st_size > 10_000

@@ -19,7 +19,7 @@ from vla_recover.critic.plots import KIND_COLOURS
 from vla_recover.critic.segmenter import CRITIC_KINDS
 from vla_recover.loop.summary import Round, View
 
-__all__ = ["PLOTS", "Plot", "draw_plots"]
+__all__ = ["PLOTS", "Plot", "draw_methods_per_round", "draw_plots"]
 
 
 @dataclass(frozen=True)
@@ -146,3 +146,33 @@ def draw_plots(view: View, plots_dir: Path, name: str) -> list[tuple[Plot, Path 
         plt.close(fig)
         drawn.append((plot, out))
     return drawn
+
+
+# Reference rows of a method comparison, drawn apart from the methods: the baselines dashed, the ceiling dotted.
+_REFERENCE_STYLE = {"more_demos": "--", "more_demos_perturbed": "--", "dagger_oracle": ":"}
+
+
+def draw_methods_per_round(curves: dict[str, list[float | None]], path: Path, title: str) -> Path:
+    """One line per method: its success after each round (round 0: the base), as ``benchmarks/loop.py`` compares
+    methods from one base; the baselines dashed, the oracle dotted. A missing round is a gap."""
+    fig, ax = plt.subplots(figsize=(8.5, 5))
+    colours = plt.get_cmap("tab20")
+    for i, (method, values) in enumerate(curves.items()):
+        y = np.array([np.nan if v is None else v for v in values], dtype=float)
+        style = _REFERENCE_STYLE.get(method, "-")
+        ax.plot(np.arange(len(y)), y, style, marker="o", ms=4, color=colours(i % 20), label=method,
+                lw=2.2 if style == "-" else 1.4)  # fmt: skip
+    rounds = max((len(v) for v in curves.values()), default=1)
+    ax.set_xticks(range(rounds), ["base", *(str(r) for r in range(1, rounds))])
+    ax.set_xlabel("round")
+    ax.set_ylabel("success on the final-test seeds")
+    ax.set_ylim(0, 1.02)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.grid(alpha=0.3, axis="y")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
