@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from tests.browser import headless_chromium
 from tests.console.test_cli import free_port
 from vla_recover.cli.main import app
 from vla_recover.data import EpisodeStore
@@ -29,7 +30,7 @@ PASSWORD = "a good password"
 
 if shutil.which("chromedriver") is None or shutil.which("chromium") is None:
     pytest.skip("no chromium / chromedriver (scripts/install.sh dev installs them as root)", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver")
+pytest.importorskip("selenium.webdriver")
 
 
 def wait(condition: Callable[[], Any], seconds: float = 20.0, what: str = "condition") -> Any:
@@ -45,16 +46,6 @@ def wait(condition: Callable[[], Any], seconds: float = 20.0, what: str = "condi
             return result
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def browser() -> Any:
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")  # type: ignore[assignment]
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    return webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +107,7 @@ def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: 
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
-    floor, teleop = browser(), browser()
+    floor, teleop = headless_chromium(), headless_chromium()
     try:
         log_in(floor, server["url"], "fred")
         wait(lambda: len(floor.find_elements(By.CSS_SELECTOR, ".card")) == 4, what="four robot cards")

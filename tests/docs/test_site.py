@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import http.server
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -14,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.browser import headless_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "docs"
@@ -61,17 +62,9 @@ def served(site: Path) -> Iterator[str]:
 
 @pytest.mark.browser
 def test_pages_render_in_chromium(served: str) -> None:
-    if shutil.which("chromedriver") is None or shutil.which("chromium") is None:
-        pytest.skip("no chromium / chromedriver (scripts/install.sh dev installs them as root)")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
+    driver = headless_chromium()
     from selenium.webdriver.common.by import By
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")  # type: ignore[assignment]
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     try:
         for path, title, phrase in PAGES:

@@ -102,14 +102,6 @@ def test_awr_weights_follow_the_formula(store: EpisodeStore) -> None:
     assert weighter.returns[29] == 0.0 and (weighter.returns[55:70] == 0).all()
 
 
-class _Fixed:
-    def __init__(self, values: np.ndarray) -> None:
-        self.values = values
-
-    def predict(self, states: np.ndarray) -> np.ndarray:
-        return self.values
-
-
 def test_habc_gate_at_the_extremes(store: EpisodeStore) -> None:
     table = build_step_table(store)
     n = table.n
@@ -117,12 +109,12 @@ def test_habc_gate_at_the_extremes(store: EpisodeStore) -> None:
     efficiency = -np.arange(n, 0, -1).astype(np.float32) * 0.5  # gains half a step per step: A_e = -0.5
     # viability hopeless (p_v ~ 0): the gate follows the viability advantage only
     very_low = rising_logit - 60.0
-    gate = HABCWeighter.gate(table, _Fixed(very_low), _Fixed(efficiency), 1.0)
+    gate = HABCWeighter.gate(table, very_low, efficiency)
     a_v = very_low[1] - very_low[0]
     assert gate[0] == pytest.approx(1 + np.tanh(a_v), abs=1e-5)
     # viability certain (p_v ~ 1): the gate follows the efficiency advantage only
     very_high = rising_logit + 60.0
-    gate = HABCWeighter.gate(table, _Fixed(very_high), _Fixed(efficiency), 1.0)
+    gate = HABCWeighter.gate(table, very_high, efficiency)
     assert gate[0] == pytest.approx(1 + np.tanh(-1 + 0.5), abs=1e-5)
     assert gate[29] == 1.0  # its branch ended in a rewind: no successor, no advantage
     assert ((gate >= 0) & (gate <= 2)).all()

@@ -100,9 +100,10 @@ def curve_reliability(
     the value on them), as a critic rates an episode's timeline (``label_store(curves=...)``)."""
     table = build_step_table(store, episode_ids)
     values = np.full(table.n, np.nan)
-    starts = {row.id: row.start for row in store.episodes()}
+    ids, starts = np.unique(table.episode, return_index=True)  # an episode's rows are contiguous in the store
+    start_of = dict(zip(ids.tolist(), starts.tolist(), strict=True))
     for episode_id in episode_ids:
         if episode_id in curves:
             rows, curve = curves[episode_id]
-            values[starts[episode_id] + np.asarray(rows)] = curve
+            values[start_of[episode_id] + np.asarray(rows)] = curve
     return value_reliability(values, table, gaps)

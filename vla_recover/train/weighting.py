@@ -217,7 +217,8 @@ class HABCWeighter(Weighter):
 
     def weights(self, table: StepTable, eligible: np.ndarray) -> np.ndarray:
         viability, efficiency, scale = self.heads(table)
-        gate = self.gate(table, viability, efficiency, scale)
+        logit, efficiency_value = viability.predict(table.state), efficiency.predict(table.state)
+        gate = self.gate(table, logit, efficiency_value * scale)
         self.gate_values = gate
         weights = np.zeros(table.n, dtype=np.float32)
         weights[eligible & (table.demo | table.human)] = 1.0
@@ -236,17 +237,16 @@ class HABCWeighter(Weighter):
             "labelled_success_steps": int(success.sum()),
             "labelled_failure_steps": int((executed & (table.outcome_label == FAILED)).sum()),
             "reliability": {
-                "viability": value_reliability(viability.predict(table.state), table),
-                "efficiency": value_reliability(efficiency.predict(table.state), table),
+                "viability": value_reliability(logit, table),
+                "efficiency": value_reliability(efficiency_value, table),
             },
         }
         return weights
 
     @staticmethod
-    def gate(table: StepTable, viability: ValueNet, efficiency: ValueNet, scale: float) -> np.ndarray:
-        """g_t = 1 + tanh((1 - p_v) A_v + p_v A_e); 1 where a step has no successor (and no advantage)."""
-        logit = viability.predict(table.state)
-        value = efficiency.predict(table.state) * scale  # in steps
+    def gate(table: StepTable, logit: np.ndarray, value: np.ndarray) -> np.ndarray:
+        """g_t = 1 + tanh((1 - p_v) A_v + p_v A_e) from every step's viability ``logit`` and efficiency ``value`` (in
+        steps); 1 where a step has no successor (and no advantage)."""
         has_next = table.successor >= 0
         nxt = np.where(has_next, table.successor, np.arange(table.n))
         advantage_v = np.where(has_next, logit[nxt] - logit, 0.0)
