@@ -163,6 +163,12 @@ class Policy(nn.Module, abc.ABC):
         self.train(was_training)
         return self.normalizer.unnormalize("action", actions.detach()).cpu().numpy()
 
+    @property
+    def failure_generator(self) -> nn.Module | None:
+        """AFIL's failure generator (``failure_<backbone_attr>``), when the config asks for one."""
+        module = getattr(self, f"failure_{self.backbone_attr}", None)
+        return module if isinstance(module, nn.Module) else None
+
     def compile_backbone(self) -> None:
         """``torch.compile`` the denoising network in place; the state dict keeps its keys.
 

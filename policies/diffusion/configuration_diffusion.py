@@ -5,6 +5,7 @@ from typing import Literal
 from pydantic import Field
 
 from vla_recover.policies.common.base import PolicyConfig
+from vla_recover.policies.common.failure_guidance import FailureGuidanceConfig
 
 __all__ = ["DiffusionConfig"]
 
@@ -16,3 +17,8 @@ class DiffusionConfig(PolicyConfig):
         "squaredcos_cap_v2", description="the noise schedule's betas (diffusers' beta_schedule)"
     )
     clip_sample: bool = Field(True, description="clip the estimated clean actions to [-1, 1] while sampling")
+    failure_guidance: FailureGuidanceConfig | None = Field(
+        None,
+        description="AFIL: a second generator trained on failed behaviour steers sampling away from it "
+        "(policies/common/failure_guidance.py); None: one generator",
+    )

@@ -5,6 +5,7 @@ from typing import Literal
 from pydantic import Field
 
 from vla_recover.policies.common.base import PolicyConfig
+from vla_recover.policies.common.failure_guidance import FailureGuidanceConfig
 
 __all__ = ["FlowConfig"]
 
@@ -15,4 +16,9 @@ class FlowConfig(PolicyConfig):
         "beta",
         description="how training draws the flow time: uniform, or beta: beta(1.5, 1) leans to noisier times, "
         "as in pi0",
+    )
+    failure_guidance: FailureGuidanceConfig | None = Field(
+        None,
+        description="AFIL: a second generator trained on failed behaviour steers sampling away from it "
+        "(policies/common/failure_guidance.py); None: one generator",
     )

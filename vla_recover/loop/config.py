@@ -15,6 +15,7 @@ from vla_recover.envs.expert import ExpertConfig
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.loop.methods import LOOP_METHODS, LoopMethod, loop_method
 from vla_recover.loop.promotion import PromotionConfig
+from vla_recover.policies.common.failure_guidance import FailureGuidanceConfig
 from vla_recover.train.dataset import DatasetConfig
 from vla_recover.train.trainer import TrainConfig
 from vla_recover.train.weighting import WEIGHTERS
@@ -251,6 +252,10 @@ class LoopConfig(FrozenConfig):
         "seeds, so the report shows what the human time bought against what demonstrations would have; none: skip",
     )
     oracle: OracleConfig = Field(default=OracleConfig(), description="the dagger_oracle method's settings")
+    failure_guidance: FailureGuidanceConfig = Field(
+        default=FailureGuidanceConfig(),
+        description="the afil method's guidance: how its rounds' failure generator steers sampling",
+    )
     evaluation: EvalConfig = Field(
         default=EvalConfig(), description="the promotion evaluation every candidate and the base are run on"
     )
@@ -288,9 +293,20 @@ class LoopConfig(FrozenConfig):
         raw.update(store=store, policy=policy, constant_action=None, episode_tags=tags)
         return validate_nested(FleetConfig, raw, "fleet")
 
+    def round_policy_config(self, retrain: bool, method_name: str | None = None) -> dict[str, Any]:
+        """A round's policy_config: the recipe's, with the failure generator of a method that trains one."""
+        raw = {**self.base_train, **(self.retrain if retrain else {})}
+        config = dict(raw.get("policy_config", {}))
+        if loop_method(method_name or self.method).failures != "none":
+            config["failure_guidance"] = self.failure_guidance.model_dump(mode="json")
+        return config
+
     def dataset_config(self, demo_share: float | None = None, method_name: str | None = None) -> DatasetConfig:
         method = loop_method(method_name or self.method)
-        raw = {"weighter": method.weighter, "retention": method.retention, "shares": method.shares, **self.weighting}
+        raw = {
+            "weighter": method.weighter, "retention": method.retention, "shares": method.shares,
+            "failures": method.failures, **self.weighting,
+        }  # fmt: skip
         raw["weighter_config"] = self.weighter_configs.get(raw["weighter"], {})
         if demo_share is not None:
             raw.update(demo_share=demo_share, shares=None)
@@ -313,6 +329,12 @@ class LoopConfig(FrozenConfig):
         placeholder = Path("runs/loop/_check")
         self.train_config(placeholder, placeholder, retrain=False)
         self.train_config(placeholder, placeholder, retrain=True)
+        if self.loop_method.rounds_collect == "fleet":  # a round's own data rule and policy build with the recipe
+            for retrain in (False, True):
+                self.train_config(
+                    placeholder, placeholder, retrain, weighting=self.dataset_config(),
+                    policy_config=self.round_policy_config(retrain),
+                )  # fmt: skip
         if "task_config" in self.fleet:
             raise ValueError(
                 f"fleet.task_config: got {self.fleet['task_config']!r}; the fleet meets the task as the held-out "

@@ -2,8 +2,8 @@
 
 A method is data, not a branch in the runner: whether a round runs a fleet or spends its human time on
 demonstrations, which steps of the fleet's episodes enter (``retention``), how they are weighted (a registered
-weighter), whether the fleet runs the plain policy or ReGuide's guided one, which rollouts are absorbed, and whether
-each round fine-tunes the current version or trains from scratch. Each entry states its data
+weighter), whether the fleet runs the plain policy or ReGuide's guided one, which rollouts are absorbed, which steps
+train a failure generator (AFIL), and whether each round fine-tunes the current version or trains from scratch. Each entry states its data
 rule beside its paper; ALGORITHMS.md restates the formulas.
 """
 
@@ -34,6 +34,8 @@ class LoopMethod:
     # demos: the round's human time buys demonstrations instead; oracle: the expert acts from the policy's states
     rounds_collect: Literal["fleet", "demos", "oracle"] = "fleet"
     demo_conditions: Literal["nominal", "task"] = "nominal"  # where those demonstrations are recorded
+    # which policy steps train a failure generator that steers sampling away from them (AFIL); none: no generator
+    failures: Literal["none", "critic", "ground_truth"] = "none"
 
 
 LOOP_METHODS: dict[str, LoopMethod] = {
@@ -84,6 +86,16 @@ LOOP_METHODS: dict[str, LoopMethod] = {
             weighter="bc",
             retention="ground_truth",
             shares={"demos": 1.0, "human": 1.0, "autonomous": 1.0},
+        ),
+        LoopMethod(
+            "afil",
+            "AFIL (Adaptive Failure-Informed Learning)",
+            "hitl_bc's data trains the policy; its steps the critic labels failure-inducing train a failure generator "
+            "over the same conditioning, which steers every sampled chunk away from failure (failure_guidance)",
+            weighter="bc",
+            retention="interventions",
+            shares={"demos": 1.0, "human": 1.0},
+            failures="critic",
         ),
         LoopMethod(
             "awr",

@@ -331,14 +331,15 @@ class LoopRun:
         method: str | None = None,
     ) -> TrainConfig:
         """Policy ``name``'s training on ``episode_ids`` with the data rule of ``method`` (default: the run's)."""
+        retrain = init_from is not None  # fine-tuning's recipe; a policy trained from scratch gets the base's
+        rule: dict[str, Any] = {}
+        if name != "base":
+            rule["weighting"] = self.config.dataset_config(demo_share, method)
+            rule["policy_config"] = self.config.round_policy_config(retrain, method)
         return self.config.train_config(
-            self.store_path,
-            self.dir / "policies" / name,
-            retrain=init_from is not None,  # fine-tuning's recipe; a policy trained from scratch gets the base's
-            select={"episodes": tuple(episode_ids)},
-            weighting=self.config.dataset_config(demo_share, method) if name != "base" else {},
-            init_from=init_from,
-        )
+            self.store_path, self.dir / "policies" / name, retrain=retrain, select={"episodes": tuple(episode_ids)},
+            init_from=init_from, **rule,
+        )  # fmt: skip
 
     def _train(self, config: TrainConfig) -> dict[str, Any]:
         return train_policy(config, lambda step, loss: self.reporter.advance(step, f"loss {loss:.4f}"))

@@ -8,7 +8,7 @@ one chose (holds, rewind rows) never train.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -17,11 +17,12 @@ from pydantic import Field, model_validator
 from vla_recover.config import FrozenConfig, validate_nested
 from vla_recover.critic.metrics import ground_truth_segments
 from vla_recover.critic.retention import KEEP, RetentionConfig, retention_labels
+from vla_recover.critic.segmenter import CRITIC_KINDS
 from vla_recover.data import EpisodeStore
 from vla_recover.train.steps import StepTable, build_step_table
 from vla_recover.train.weighting import WEIGHTERS, build_weighter
 
-__all__ = ["DatasetConfig", "build_step_weights", "retained_steps"]
+__all__ = ["DatasetConfig", "build_step_weights", "failed_steps", "retained_steps", "with_failures"]
 
 
 class DatasetConfig(FrozenConfig):
@@ -55,6 +56,21 @@ class DatasetConfig(FrozenConfig):
         "demos 0.2 : rollouts 0.8); None: as they come",
     )
 
+    failures: Literal["none", "critic", "ground_truth"] = Field(
+        default="none",
+        description="which autonomous steps train a policy's failure generator (failure_guidance, AFIL): those in "
+        "the critic's or the simulator's failure_kinds segments; none: no failure generator",
+    )
+    failure_kinds: tuple[str, ...] = Field(
+        default=("failure_inducing",), description="failures: the segment kinds whose policy steps count as failed"
+    )
+    failure_share: float = Field(
+        default=0.25,
+        gt=0.0,
+        lt=1.0,
+        description="failures: the failure steps' share of the total weight (of each batch, on average)",
+    )
+
     shares: dict[Literal["demos", "human", "autonomous"], float] | None = Field(
         default=None,
         description="rescale so each source carries this share of the total weight (HELP's base : HITL : curated "
@@ -70,6 +86,9 @@ class DatasetConfig(FrozenConfig):
                 raise ValueError(f"shares: got {self.shares}; give non-negative shares, at least one above 0")
             if self.demo_share is not None:
                 raise ValueError(f"shares: got both shares {self.shares} and demo_share {self.demo_share}; give one")
+        unknown = sorted(set(self.failure_kinds) - set(CRITIC_KINDS))
+        if unknown or not self.failure_kinds:
+            raise ValueError(f"failure_kinds: got {list(self.failure_kinds)}; choose from {', '.join(CRITIC_KINDS)}")
         if self.weighter not in WEIGHTERS:
             raise ValueError(f"weighter: got {self.weighter!r}; valid choices: {', '.join(WEIGHTERS.names())}")
         validate_nested(WEIGHTERS.get(self.weighter).config_cls, self.weighter_config, "weighter_config")
@@ -83,30 +102,47 @@ def retained_steps(store: EpisodeStore, table: StepTable, config: DatasetConfig)
         return keep
     if config.retention == "interventions":
         return ~(table.included & table.executed)
-    supervision = table.supervision
-    critic: dict[int, list[tuple[int, int, str]]] = {}
-    if config.retention == "critic":
-        for s in store.index.segments(source="critic"):
-            critic.setdefault(s.episode, []).append((s.start, s.stop, s.kind))
-    progress = store.read("progress") if config.retention == "ground_truth" else None
-    for row in store.episodes():
+    for row, segments in _autonomous_segments(store, table, config.retention, "retention"):
         executed = table.executed[row.start : row.stop]
-        if not executed.any() or not table.included[row.start]:
-            continue
-        if progress is not None:
-            segments = ground_truth_segments(
-                progress[row.start : row.stop].astype(np.float64), supervision.get(row.id, [])
-            )
-        elif row.id in critic:
-            segments = critic[row.id]
-        else:
-            raise ValueError(
-                f"retention: episode {row.id} of {store.path} has no critic segments; label the store first "
-                "(vla-recover label) or choose retention: none / ground_truth"
-            )
-        labels = retention_labels(row.length, segments, supervision.get(row.id, []), config.retention_config)
+        labels = retention_labels(row.length, segments, table.supervision.get(row.id, []), config.retention_config)
         keep[row.start : row.stop] = ~executed | (labels == KEEP)
     return keep
+
+
+def failed_steps(store: EpisodeStore, table: StepTable, config: DatasetConfig) -> np.ndarray:
+    """(n,) bool: the included policy steps inside a ``failure_kinds`` segment of ``config.failures``' source."""
+    failed = np.zeros(table.n, dtype=bool)
+    if config.failures == "none":
+        return failed
+    for row, segments in _autonomous_segments(store, table, config.failures, "failures"):
+        for start, stop, kind in segments:
+            if kind in config.failure_kinds:
+                failed[row.start + start : row.start + stop] = True
+    return failed & table.included & table.executed
+
+
+def _autonomous_segments(
+    store: EpisodeStore, table: StepTable, source: Literal["critic", "ground_truth"], field: str
+) -> Iterator[tuple[Any, list[tuple[int, int, str]]]]:
+    """(episode row, its segments from ``source``) for every included episode in which the policy acted."""
+    critic: dict[int, list[tuple[int, int, str]]] = {}
+    if source == "critic":
+        for s in store.index.segments(source="critic"):
+            critic.setdefault(s.episode, []).append((s.start, s.stop, s.kind))
+    progress = store.read("progress") if source == "ground_truth" else None
+    for row in store.episodes():
+        if not table.executed[row.start : row.stop].any() or not table.included[row.start]:
+            continue
+        if progress is not None:
+            supervision = table.supervision.get(row.id, [])
+            yield row, ground_truth_segments(progress[row.start : row.stop].astype(np.float64), supervision)
+        elif row.id in critic:
+            yield row, critic[row.id]
+        else:
+            raise ValueError(
+                f"{field}: episode {row.id} of {store.path} has no critic segments; label the store first "
+                f"(vla-recover label) or choose {field}: ground_truth"
+            )
 
 
 def build_step_weights(
@@ -151,3 +187,25 @@ def _share_out(weights: np.ndarray, sources: dict[str, tuple[np.ndarray, float]]
     for mask, share in present.values():
         out[mask] = weights[mask] * (share / share_sum) * total / float(weights[mask].sum())
     return out
+
+
+def with_failures(
+    store: EpisodeStore, weights: np.ndarray, config: DatasetConfig, episodes: Iterable[int] | None = None
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """(weights, failure (n,) bool, stats): ``weights`` with the failed steps added at ``failure_share`` of the
+    total; the failure generator trains on the steps ``failure`` marks, the policy's own on the rest."""
+    table = build_step_table(store, episodes, config.pre_intervention_steps, config.min_intervention_steps)
+    failed = failed_steps(store, table, config)
+    failed &= weights == 0  # a step the success data keeps is never also a failure
+    stats = {"failures": config.failures, "failure_steps": int(failed.sum())}
+    if not failed.any():
+        raise ValueError(
+            f"failures: no included policy step of {store.path} lies in a {list(config.failure_kinds)} segment "
+            f"({config.failures}); the failure generator would have nothing to learn from"
+        )
+    total = float(weights.sum())
+    if total == 0:
+        raise ValueError("failures: the success data carries no weight; the policy's own generator has no data")
+    mixed = weights * (1.0 - config.failure_share)
+    mixed[failed] = total * config.failure_share / float(failed.sum())
+    return mixed.astype(np.float32), failed, stats

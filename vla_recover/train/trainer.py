@@ -25,7 +25,7 @@ from vla_recover.policies import POLICIES, Policy, build_policy
 from vla_recover.policies.common.checkpoint import save_policy
 from vla_recover.policies.common.ema import EMA
 from vla_recover.policies.common.encoders import SentenceEmbedder
-from vla_recover.train.dataset import DatasetConfig, build_step_weights
+from vla_recover.train.dataset import DatasetConfig, build_step_weights, with_failures
 
 __all__ = ["TrainConfig", "Trainer", "make_optimizer"]
 
@@ -102,9 +102,28 @@ class TrainConfig(FrozenConfig):
         self.policy_settings()
         return self
 
+    @model_validator(mode="after")
+    def _failures_have_a_generator(self) -> TrainConfig:
+        guided = getattr(self.policy_settings(), "failure_guidance", None) is not None
+        failures = self.weighting.failures != "none"
+        if guided != failures:
+            raise ValueError(
+                f"weighting.failures: got {self.weighting.failures!r} for a policy "
+                f"{'with' if guided else 'without'} policy_config.failure_guidance; the failure generator and the "
+                "data it learns from come together (set both or neither)"
+            )
+        return self
+
     def policy_settings(self) -> Any:
         """``policy_config`` as the policy's own config class."""
         return validate_nested(POLICIES.get(self.policy).config_cls, self.policy_config, "policy_config")
+
+
+def _generator_config(policy: Policy) -> Any:
+    """The policy's config without its failure guidance: what must match for one to fine-tune into the other."""
+    if getattr(policy.config, "failure_guidance", None) is None:
+        return policy.config
+    return policy.config.model_copy(update={"failure_guidance": None})
 
 
 def make_optimizer(policy: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
@@ -132,6 +151,12 @@ class Trainer:
         shapes = {k: specs[k].shape for k in keys}
         self.policy: Policy = build_policy(config.policy, config.policy_config, shapes, specs["action"].shape[0])
         weights, self.weight_stats = build_step_weights(self.store, config.weighting, config.select.episodes)
+        self.failure: np.ndarray | None = None  # per stored step: trains AFIL's failure generator
+        if config.weighting.failures != "none":
+            weights, self.failure, failure_stats = with_failures(
+                self.store, weights, config.weighting, config.select.episodes
+            )
+            self.weight_stats.update(failure_stats)
         select = config.select
         self.sampler = WindowSampler(
             self.store,
@@ -176,12 +201,20 @@ class Trainer:
 
         initial, _, saved = load_policy(directory)
         self.parent_version = saved["version"]["id"]
-        if saved["policy"] != self.config.policy or initial.config != self.policy.config:
+        if saved["policy"] != self.config.policy or _generator_config(initial) != _generator_config(self.policy):
             raise ValueError(
                 f"init_from: {directory} holds a {saved['policy']} policy with a different config than "
                 f"policy={self.config.policy!r} / policy_config; fine-tuning needs the same architecture"
             )
-        self.policy.load_state_dict(initial.state_dict())
+        state = initial.state_dict()
+        failure_prefix = f"failure_{self.policy.backbone_attr}."
+        if initial.failure_generator is not None and self.policy.failure_generator is None:
+            state = {k: v for k, v in state.items() if not k.startswith(failure_prefix)}  # keep the success half
+        elif initial.failure_generator is None and self.policy.failure_generator is not None:
+            # AFIL's failure generator starts as a copy of the policy's own and learns how failures differ
+            own = f"{self.policy.backbone_attr}."
+            state.update({f"failure_{k}": v.clone() for k, v in state.items() if k.startswith(own)})
+        self.policy.load_state_dict(state)
 
     # -- training --------------------------------------------------------------------------------------------------
     def lr_at(self, step: int) -> float:
@@ -194,6 +227,8 @@ class Trainer:
     def _batch(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         raw = self.sampler.sample(self.config.batch_size)
         batch = {k: torch.as_tensor(v) for k, v in raw.items() if k not in ("weight", "episode", "index")}
+        if self.failure is not None:
+            batch["failure"] = torch.as_tensor(self.failure[raw["index"]])
         if self._episode_embedding is not None:
             batch["instruction_embedding"] = torch.as_tensor(self._episode_embedding[raw["episode"]])
         return batch, torch.as_tensor(raw["weight"])
