@@ -3,8 +3,8 @@
 A method is data, not a branch in the runner: whether a round runs a fleet or spends its human time on
 demonstrations, which steps of the fleet's episodes enter (``retention``), how they are weighted (a registered
 weighter), whether the fleet runs the plain policy or ReGuide's guided one, which rollouts are absorbed, which steps
-train a failure generator (AFIL), and whether each round fine-tunes the current version or trains from scratch. Each entry states its data
-rule beside its paper; ALGORITHMS.md restates the formulas.
+train a failure generator (AFIL), and whether each round fine-tunes the current version or trains from scratch.
+Each entry states its data rule beside its paper; ALGORITHMS.md restates the formulas.
 """
 
 from __future__ import annotations
