@@ -118,6 +118,15 @@ def _demo_budget(results: dict[str, Any], rounds: int) -> float | None:
     return round(sum(spent) / len(spent) / rounds, 1) if spent else None
 
 
+def _saved_demo_budget(run_dir: Path) -> float | None:
+    """The human-seconds a round a baseline run in ``run_dir`` was started with, if it was."""
+    saved = run_dir / "config.json"
+    if not saved.is_file():
+        return None
+    budget = json.loads(saved.read_text()).get("more_demos", {}).get("human_s_per_round")
+    return float(budget) if budget is not None else None
+
+
 def _pipeline(raw: dict[str, Any], seed: int) -> dict[str, Any]:
     """The config of pipeline seed ``seed``: other base demonstrations, base training and fleet seeds (seed 0 is the
     config as written), the same promotion and final-test seeds."""
@@ -157,7 +166,10 @@ def _setting(
     budget = _demo_budget(results, rounds)
     if budget is not None:
         for method in buys_demos:
-            runs[method]["more_demos"] = {**raw.get("more_demos", {}), "human_s_per_round": budget}
+            # a baseline that has started keeps the budget it started with: a method added to the grid later
+            # changes the fleet methods' mean, not demonstrations already bought
+            spent = _saved_demo_budget(work / method)
+            runs[method]["more_demos"] = {**raw.get("more_demos", {}), "human_s_per_round": spent or budget}
     results.update(_run_cells({m: runs[m] for m in methods if m in buys_demos}, work.name, jobs))
     results = {method: results[method] for method in methods}
     base_round = json.loads((base_dir / "summary.json").read_text())["rounds"][0]

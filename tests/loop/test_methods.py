@@ -25,6 +25,11 @@ def test_every_method_states_its_rule_and_builds_its_dataset(name: str) -> None:
     config = validate_config(LoopConfig, {**load_yaml(DEBUG), "method": name})
     dataset = config.dataset_config()
     assert (dataset.weighter, dataset.retention, dataset.shares) == (method.weighter, method.retention, method.shares)
+    assert dataset.failures == method.failures
+    # a method that trains a failure generator gets one in its rounds' policy (with the loop's guidance), no other
+    guidance = config.round_policy_config(retrain=True).get("failure_guidance")
+    assert guidance == (config.failure_guidance.model_dump(mode="json") if method.failures != "none" else None)
+    assert "failure_guidance" not in config.train_config(Path("s"), Path("o"), retrain=False).policy_config
 
 
 def test_an_unknown_method_lists_the_choices() -> None:

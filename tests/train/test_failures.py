@@ -1,0 +1,122 @@
+"""AFIL's data: which steps train the failure generator, at what share, and how a fine-tune starts it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from vla_recover.data import EpisodeData, EpisodeStore
+from vla_recover.policies.common.checkpoint import load_policy
+from vla_recover.train.dataset import DatasetConfig, build_step_weights, failed_steps, with_failures
+from vla_recover.train.steps import build_step_table
+from vla_recover.train.trainer import TrainConfig, Trainer
+
+POLICY = {"obs_horizon": 2, "action_horizon": 8, "action_exec": 4, "down_dims": [16, 32], "inference_steps": 2}
+HITL = {"retention": "interventions", "shares": {"demos": 1.0, "human": 1.0}}
+
+
+def _episode(actors: list[str], outcome: str, supervision: list[tuple[int, int, str]], seed: int) -> EpisodeData:
+    rng = np.random.default_rng(seed)
+    n = len(actors)
+    return EpisodeData(
+        task="LiftCube",
+        steps={
+            "obs.state": np.cumsum(rng.normal(size=(n, 3)), axis=0).astype(np.float32),
+            "action": rng.normal(size=(n, 2)).astype(np.float32),
+        },
+        outcome=outcome,
+        actor=actors,
+        segments=supervision,
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> EpisodeStore:
+    """A demonstration (rows 0-19), a rescued episode (20-59: the policy fails at rows 30-39 of the store, a human
+    corrects), a plain failure (60-79), with the critic's segments on the two fleet episodes."""
+    with EpisodeStore(tmp_path / "s", mode="a") as s:
+        s.append_episode(_episode(["scripted"] * 20, "success", [], 0))
+        rescued = ["policy"] * 20 + ["human"] * 12 + ["policy"] * 8
+        s.append_episode(
+            _episode(rescued, "success", [(0, 20, "autonomous"), (20, 32, "intervention"), (32, 40, "autonomous")], 1)
+        )
+        s.append_episode(_episode(["policy"] * 20, "failure", [(0, 20, "autonomous")], 2))
+        critic = {1: [(0, 10, "progress"), (10, 20, "failure_inducing"), (20, 40, "recovery")],
+                  2: [(0, 5, "progress"), (5, 15, "failure_inducing"), (15, 20, "idle")]}  # fmt: skip
+        for episode, segments in critic.items():
+            for start, stop, kind in segments:
+                s.index.insert_segment(episode, start, stop, kind, "critic")
+    return EpisodeStore(tmp_path / "s")
+
+
+def test_the_failure_generator_learns_the_policy_steps_the_critic_calls_failure_inducing(store: EpisodeStore) -> None:
+    config = DatasetConfig(**HITL, failures="critic")
+    expected = np.zeros(store.n_steps, dtype=bool)
+    expected[30:40] = expected[65:75] = True
+    np.testing.assert_array_equal(failed_steps(store, build_step_table(store), config), expected)
+    only_first = failed_steps(store, build_step_table(store, episodes=[0, 1]), config)
+    assert only_first[30:40].all() and not only_first[60:].any()  # an excluded episode teaches nothing
+    weights, _ = build_step_weights(store, config)
+    mixed, failure, stats = with_failures(store, weights, config)
+    np.testing.assert_array_equal(failure, expected)
+    assert stats == {"failures": "critic", "failure_steps": 20}
+    assert mixed[failure].sum() == pytest.approx(0.25 * weights.sum())  # failure_share of the total weight
+    assert mixed.sum() == pytest.approx(weights.sum())
+    np.testing.assert_allclose(mixed[~failure], 0.75 * weights[~failure])  # the rest keep their ratios
+
+
+def test_failures_without_segments_or_without_a_match_are_named(store: EpisodeStore, tmp_path: Path) -> None:
+    config = DatasetConfig(**HITL, failures="critic", failure_kinds=("idle",))
+    weights, _ = build_step_weights(store, config)
+    _, failure, _ = with_failures(store, weights, config)
+    assert failure.sum() == 5 and failure[75:80].all()
+    with pytest.raises(ValueError, match=r"failure_kinds: got \['stalled'\]"):
+        DatasetConfig(failures="critic", failure_kinds=("stalled",))
+    with pytest.raises(ValueError, match="lies in a"):
+        with_failures(store, weights, config, episodes=[0])
+    with EpisodeStore(tmp_path / "bare", mode="a") as bare:
+        bare.append_episode(_episode(["policy"] * 10, "failure", [(0, 10, "autonomous")], 3))
+    with EpisodeStore(tmp_path / "bare") as bare, pytest.raises(ValueError, match=r"failures: episode 0 .* no critic"):
+        with_failures(bare, np.ones(10, np.float32), DatasetConfig(failures="critic"))
+
+
+def _config(store: EpisodeStore, out: Path, **fields: object) -> TrainConfig:
+    raw = {"policy": "flow", "policy_config": POLICY, "data": store.path, "out": out, "steps": 4, "batch_size": 16,
+           "warmup_steps": 1, "save_every": 4, "log_every": 2, **fields}  # fmt: skip
+    return TrainConfig.model_validate(raw)
+
+
+def test_a_failure_generator_and_its_data_come_together(store: EpisodeStore, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"weighting\.failures: got 'critic' for a policy without"):
+        _config(store, tmp_path, weighting={**HITL, "failures": "critic"})
+    with pytest.raises(ValueError, match=r"weighting\.failures: got 'none' for a policy with"):
+        _config(store, tmp_path, policy_config={**POLICY, "failure_guidance": {}})
+
+
+def test_fine_tuning_a_plain_policy_starts_its_failure_generator_as_a_copy(store: EpisodeStore, tmp_path: Path) -> None:
+    Trainer(_config(store, tmp_path / "base")).run()
+    afil = _config(
+        store, tmp_path / "afil", init_from=tmp_path / "base" / "policy",
+        policy_config={**POLICY, "failure_guidance": {"scale": 0.5}}, weighting={**HITL, "failures": "critic"},
+    )  # fmt: skip
+    trainer = Trainer(afil)
+    own, failure = trainer.policy.velocity.state_dict(), trainer.policy.failure_generator
+    assert failure is not None
+    for key, value in failure.state_dict().items():
+        torch.testing.assert_close(value, own[key])
+    batch, _ = trainer._batch()
+    rows = batch["failure"]
+    assert 0 < int(rows.sum()) < len(rows)
+    trainer.run()
+    policy, _, saved = load_policy(tmp_path / "afil" / "policy")
+    assert saved["config"]["failure_guidance"]["scale"] == 0.5 and policy.failure_generator is not None
+    chunk = policy.predict_chunk({"obs.state": np.zeros((1, 2, 3), np.float32)}, seed=0)
+    assert chunk.shape == (1, 8, 2) and np.isfinite(chunk).all()
+    # and back: a plain fine-tune of the AFIL checkpoint keeps its own generator and drops the failure one
+    plain = Trainer(_config(store, tmp_path / "plain", init_from=tmp_path / "afil" / "policy"))
+    assert plain.policy.failure_generator is None
+    for key, value in plain.policy.velocity.state_dict().items():
+        torch.testing.assert_close(value, policy.velocity.state_dict()[key])
