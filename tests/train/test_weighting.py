@@ -218,3 +218,20 @@ def test_shares_give_each_source_its_part_of_the_weight(store: EpisodeStore) -> 
         DatasetConfig(shares={"demos": -1})
     with pytest.raises(ValueError, match="give one"):
         DatasetConfig(shares={"demos": 1}, demo_share=0.2)
+
+
+def test_value_priority_ranks_rollout_steps_by_their_learned_value(store: EpisodeStore) -> None:
+    config = {"power": 2.0, "value": FAST}
+    weighter = build_weighter("value_priority", config)
+    table = build_step_table(store)
+    eligible = table.included & table.chosen
+    weights = weighter.weights(table, eligible)
+    rollout = eligible & table.executed
+    assert (weights[eligible & (table.demo | table.human)] == 1.0).all()  # demos and corrections are not ranked
+    assert weights[rollout].mean() == pytest.approx(1.0, rel=1e-5)
+    order = np.argsort(weighter.value_estimate[rollout], kind="stable")
+    assert (np.diff(weights[rollout][order]) >= 0).all()  # probability rises with the value
+    n = int(rollout.sum())
+    assert weights[rollout].max() / weights[rollout].min() == pytest.approx(n**2, rel=1e-4)  # (n / 1) ** power
+    assert weights[47:55].mean() > weights[55:70].mean()  # the rescued success's own steps over a plain failure
+    assert set(weighter.stats["reliability"]["value"]) >= {"voc", "pair_accuracy"}

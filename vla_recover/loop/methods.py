@@ -111,6 +111,14 @@ LOOP_METHODS: dict[str, LoopMethod] = {
             retention="critic",
         ),
         LoopMethod(
+            "value_priority",
+            "Robo-ValueRL (prioritising by value)",
+            "the demos, the corrections and every rollout step 1 : 1 : 1, rollout steps sampled with probability "
+            "rising with the rank of their state's learned success value",
+            weighter="value_priority",
+            shares={"demos": 1.0, "human": 1.0, "autonomous": 1.0},
+        ),
+        LoopMethod(
             "reguide",
             "ReGuide",
             "ReGuide FT: the fleet runs the policy guided by a learned dynamics model; only its successful episodes "

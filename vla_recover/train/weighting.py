@@ -27,6 +27,7 @@ __all__ = [
     "AWRConfig",
     "HABCConfig",
     "SiriusConfig",
+    "ValuePriorityConfig",
     "Weighter",
     "build_weighter",
     "trajectory_steps_to_go",
@@ -257,6 +258,50 @@ class HABCWeighter(Weighter):
         return (1.0 + np.tanh((1.0 - p) * advantage_v + p * advantage_e)).astype(np.float32)
 
 
+class ValuePriorityConfig(FrozenConfig):
+    """Robo-ValueRL's prioritising by value: a rollout step's sampling probability rises with its state's learned
+    success value (a viability head, as HABC's, on the steps that carry an outcome label).
+
+    The paper prioritises by value without fixing the map from value to probability. The choice here is by rank, as
+    prioritised replay's rank variant: the policy steps' weights are ((rank + 1) / n) ** ``power`` in the order of
+    their values, scaled to average 1 like demonstration and human steps, so the priority does not depend on the
+    value's scale (a logit, a probability, a progress) and one badly calibrated step cannot take the batch.
+    """
+
+    power: float = Field(
+        default=1.0, gt=0.0, le=10.0, description="how steeply weight rises with value rank; larger is greedier"
+    )
+    value: ValueTrainConfig = Field(
+        default=ValueTrainConfig(), description="training of the value (logit of a step's outcome label)"
+    )
+
+
+class ValuePriorityWeighter(Weighter):
+    config: ValuePriorityConfig
+
+    def weights(self, table: StepTable, eligible: np.ndarray) -> np.ndarray:
+        labelled = np.flatnonzero(table.included & (table.outcome_label != -1))
+        if labelled.size == 0:
+            raise ValueError("value_priority: no policy-executed step carries an outcome label; no rollouts to rank")
+        outcome = (table.outcome_label[labelled] == SUCCEEDED).astype(np.float32)
+        value = fit_value(table.state[labelled], bce_loss(outcome), self.config.value).predict(table.state)
+        weights = eligible.astype(np.float32)
+        rollout = np.flatnonzero(eligible & table.executed)
+        if rollout.size:
+            ranks = np.empty(rollout.size, dtype=np.float64)
+            ranks[np.argsort(value[rollout], kind="stable")] = np.arange(rollout.size)
+            priority = ((ranks + 1.0) / rollout.size) ** self.config.power
+            weights[rollout] = (priority / priority.mean()).astype(np.float32)
+        self.value_estimate = value
+        self.stats = {
+            "rollout_steps": int(rollout.size),
+            "weight_max": float(weights[rollout].max(initial=0.0)),
+            "weight_min": float(weights[rollout].min(initial=0.0)),
+            "reliability": {"value": value_reliability(value, table)},
+        }
+        return weights
+
+
 WEIGHTERS: Registry[FrozenConfig] = Registry("weighter")
 WEIGHTERS.register("bc", NoConfig, "vla_recover.train.weighting:BCWeighter", "uniform weights")
 WEIGHTERS.register("iwr", NoConfig, "vla_recover.train.weighting:IWRWeighter", "interventions make half the loss")
@@ -268,6 +313,12 @@ WEIGHTERS.register(
 )
 WEIGHTERS.register("awr", AWRConfig, "vla_recover.train.weighting:AWRWeighter", "exp(A/beta), clipped, learned V")
 WEIGHTERS.register("habc", HABCConfig, "vla_recover.train.weighting:HABCWeighter", "viability/efficiency gate")
+WEIGHTERS.register(
+    "value_priority",
+    ValuePriorityConfig,
+    "vla_recover.train.weighting:ValuePriorityWeighter",
+    "rollout steps by the rank of a learned success value",
+)
 
 
 def build_weighter(name: str, config: dict[str, Any] | None = None) -> Weighter:
