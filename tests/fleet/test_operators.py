@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from vla_recover.config import validate_config
+from vla_recover.data import EpisodeStore
+from vla_recover.data.schema import ACTORS
 from vla_recover.fleet import FleetConfig, FloorOperatorConfig, SlotState, build_fleet
 from vla_recover.fleet.accounting import EffortLedger
 from vla_recover.fleet.failures import Failure, failure_report
@@ -117,6 +119,21 @@ def test_two_teleoperators_serve_two_failing_robots_at_once_and_the_response_is_
     assert response["onset_to_grant_s_p90"] is not None and response["onset_to_grant_s_p90"] <= 0.5
     pushed = [f for f in fleet.failure_watch.failures if f.kind == "push"]
     assert pushed and all(f.requested_s is not None and f.granted_s is not None for f in pushed)
+    # each failure is stored with its episode, in that episode's rows: the onset is a policy row, the takeover
+    # (an intervention) begins where the failure ended
+    with EpisodeStore(config.store) as store:
+        attempts = [row for row in store.episodes() if not row.info.get("correction")]
+        stored = [(row, f) for row in attempts for f in row.info.get("failures", [])]
+        assert len(stored) == len(fleet.failure_watch.failures)
+        assert sum(f["end"] == "takeover" for _, f in stored) >= 4
+        for row, failure in stored:
+            assert failure["kind"] in ("push", "progress_drop") and failure["end"] != "open"
+            if failure["end"] != "takeover":
+                continue
+            actors = store.read("actor", row.start + failure["onset_row"], row.start + failure["end_row"] + 1)
+            assert actors[0] == ACTORS.index("policy")
+            starts = [seg.start for seg in store.index.segments(episode=row.id) if seg.kind == "intervention"]
+            assert failure["end_row"] in starts or failure["end_row"] + 1 in starts
 
 
 def _failure(onset: float, granted: float | None, end: str, at_onset: bool, at_grant: bool | None) -> Failure:

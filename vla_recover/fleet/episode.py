@@ -34,6 +34,7 @@ class AttemptBuffer:
     rows: list[dict[str, Any]] = field(default_factory=list)
     segments: list[tuple[int, int, str]] = field(default_factory=list)
     started: float = field(default_factory=time.time)
+    failures: list[Any] = field(default_factory=list)  # the ground truth's failures (fleet.failures.Failure)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -109,7 +110,10 @@ class AttemptBuffer:
 
     def episodes(self, outcome: str, reason: str, tags: dict[str, Any], corrections: bool) -> list[EpisodeData]:
         """The attempt as one episode, tagged, and (``corrections``) each human intervention as one of its own."""
-        made = [self.to_episode(outcome, reason=reason, **tags)]
+        info: dict[str, Any] = {"reason": reason, **tags}
+        if self.failures:  # as filed by now: a probe still in flight stays None
+            info["failures"] = [f.as_json() for f in self.failures]
+        made = [self.to_episode(outcome, **info)]
         if corrections:
             made += [self.to_episode(outcome, rows=rows, correction=True, **tags) for rows in self.corrections()]
         return made

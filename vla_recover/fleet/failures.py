@@ -5,7 +5,9 @@ fires, or the task's progress falls more than ``failure_progress_drop`` below it
 failure ends when a takeover is granted, when the policy regains the progress it lost (within 0.02), or when the
 attempt ends. A failure is *still recoverable* at a step if the scripted expert (the simulated teleoperator's hands),
 started from the exact sim state of that step, completes the task within the episode's horizon; the fleet probes
-that at the onset and at the grant (``vla_recover.fleet.worker``, ``recoverable``). Times are sim seconds.
+that at the onset and at the grant (``vla_recover.fleet.worker``, ``recoverable``). Times are sim seconds. Each
+failure is stored with its episode (``info["failures"]``, rows of that episode), so a detector can be trained and
+judged on what the fleet saw.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Failure:
     end: str = "open"  # takeover | recovered_by_policy | attempt_ended
     recoverable_at_onset: bool | None = None  # None: not probed (no sim, or the probe was lost with its attempt)
     recoverable_at_grant: bool | None = None
+    onset_row: int = -1  # the attempt's (its stored episode's) row of the step after which the failure showed
+    end_row: int | None = None  # the first row after the failure ended (None while open)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,8 +76,12 @@ class FailureWatch:
         if slot.attempt is not None and is_failing(info, progress, self.drop):
             best = max(progress[:-1], default=progress[-1])
             kind = info.get("failure") or "progress_drop"
-            slot.failure = Failure(slot.robot, slot.attempt.seed, len(slot.branch_rows), now, kind, best, progress[-1])
+            slot.failure = Failure(
+                slot.robot, slot.attempt.seed, len(slot.branch_rows), now, kind, best, progress[-1],
+                onset_row=slot.branch_rows[-1],
+            )  # fmt: skip
             self.failures.append(slot.failure)
+            slot.attempt.failures.append(slot.failure)  # stored with the episode (its info's "failures")
             self.probe(slot, slot.failure, "recoverable_at_onset", len(slot.branch_rows))
 
     def requested(self, slot: Slot, now: float) -> None:
@@ -95,6 +103,8 @@ class FailureWatch:
     @staticmethod
     def close(slot: Slot, end: str) -> None:
         assert slot.failure is not None
+        if slot.attempt is not None:
+            slot.failure.end_row = len(slot.attempt)
         slot.failure.end, slot.failure = end, None
 
 
