@@ -34,7 +34,8 @@ class AttemptBuffer:
     rows: list[dict[str, Any]] = field(default_factory=list)
     segments: list[tuple[int, int, str]] = field(default_factory=list)
     started: float = field(default_factory=time.time)
-    failures: list[Any] = field(default_factory=list)  # the ground truth's failures (fleet.failures.Failure)
+    # the ground truth's failures (fleet.failures.Failure); None where there is no ground truth (a real robot)
+    failures: list[Any] | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -111,7 +112,7 @@ class AttemptBuffer:
     def episodes(self, outcome: str, reason: str, tags: dict[str, Any], corrections: bool) -> list[EpisodeData]:
         """The attempt as one episode, tagged, and (``corrections``) each human intervention as one of its own."""
         info: dict[str, Any] = {"reason": reason, **tags}
-        if self.failures:  # as filed by now: a probe still in flight stays None
+        if self.failures is not None:  # as filed by now: a probe still in flight stays None
             info["failures"] = [f.as_json() for f in self.failures]
         made = [self.to_episode(outcome, **info)]
         if corrections:

@@ -81,7 +81,8 @@ class FailureWatch:
                 onset_row=slot.branch_rows[-1],
             )  # fmt: skip
             self.failures.append(slot.failure)
-            slot.attempt.failures.append(slot.failure)  # stored with the episode (its info's "failures")
+            if slot.attempt.failures is not None:
+                slot.attempt.failures.append(slot.failure)  # stored with the episode (its info's "failures")
             self.probe(slot, slot.failure, "recoverable_at_onset", len(slot.branch_rows))
 
     def requested(self, slot: Slot, now: float) -> None:

@@ -487,7 +487,7 @@ class FleetManager:
         slot.obs, slot.info, slot.needs_reset = obs, info, False
         slot.attempt = AttemptBuffer(
             self.task, slot.robot, info.get("instruction", ""), seed, self.phases, self.source.obs_keys, self.dt,
-            policy_version=self.source.version,
+            policy_version=self.source.version, failures=[] if slot.worker.simulated else None,
         )  # fmt: skip
         slot.new_branch()
         slot.grip = INITIAL_GRIP  # a reset opens the gripper: a hold before any command keeps it open
