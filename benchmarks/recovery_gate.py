@@ -35,16 +35,28 @@ def _timed(label: str, started: float) -> None:
     print(f"[gate] {label} {time.perf_counter() - started:.0f}s", flush=True)
 
 
-def _fleet(config: LoopConfig, store: Path, policy: Path, seed: int, episodes: int) -> None:
+def _fleet(config: LoopConfig, store: Path, policy: Path, seed: int, episodes: int, **fields: Any) -> dict[str, Any]:
+    """A fleet run of ``policy`` on ``episodes`` seeds from ``seed`` into ``store`` (read back once done)."""
     from vla_recover.fleet import build_fleet
 
-    if (store / "fleet_done.json").is_file():
-        return
-    fleet_config = config.fleet_config(store, policy, 1, {}).model_copy(
-        update={"seed": seed, "episodes": episodes, "operator_budget_s": None}
+    done = store / "fleet_done.json"
+    if done.is_file():
+        return dict(json.loads(done.read_text()))
+    fleet_config = config.fleet_config(store, policy, 1, {}, fields.pop("critic", None))
+    floor = fleet_config.floor_operator.model_copy(update=fields.pop("floor_operator", {}))
+    fleet_config = fleet_config.model_copy(
+        update={"seed": seed, "episodes": episodes, "operator_budget_s": None, "floor_operator": floor, **fields}
     )
     summary = build_fleet(fleet_config).run()
-    (store / "fleet_done.json").write_text(json.dumps(summary, default=str))
+    done.write_text(json.dumps(summary, default=str))
+    return summary
+
+
+def _response(summary: dict[str, Any]) -> dict[str, Any]:
+    """What a floor operator's detector changes: how soon and how often failures got a takeover in time."""
+    response = summary["failure_response"]
+    keys = ("failures", "taken_over", "onset_to_request_s_p50", "onset_to_grant_s_p50", "rescued_in_time_share")
+    return {"successes": summary["successes"], "episodes": summary["episodes"], **{k: response[k] for k in keys}}
 
 
 def _critic_verdicts(config: LoopConfig, critic_dir: Path, store: EpisodeStore) -> np.ndarray:
@@ -113,6 +125,16 @@ def main() -> None:
     with EpisodeStore(work / "held_out_store") as held_out:
         gate_score = gate.score(held_out)
         critic_score = score_detector(held_out, _critic_verdicts(base, critic_dir, held_out), lead_s=gate.config.lead_s)
+    # the same held-out seeds with each detector in charge of the floor operator (the critic picks rewind targets
+    # in both, so only the detector differs)
+    online = {}
+    for detector, extra in (("critic", {}), ("gate", {"gate": gate_dir})):
+        summary = _fleet(
+            base, work / f"online_{detector}", policy, HELD_OUT_SEED + 10_000, args.held_out_episodes,
+            critic=critic_dir, floor_operator={"detector": detector}, **extra,
+        )  # fmt: skip
+        online[detector] = _response(summary)
+        _timed(f"fleet with the {detector} detector", started)
     figures = {
         "task": base.task,
         "fit_episodes": args.fit_episodes,
@@ -121,6 +143,7 @@ def main() -> None:
         "gate_threshold": gate.threshold,
         "gate_fit": gate.metrics,
         "critic": critic_score.as_json(),
+        "online": online,
         "goal_recall_0.8_at_precision_0.7": bool(
             (gate_score.recall or 0) >= 0.8 and (gate_score.precision or 0) >= 0.7
         ),

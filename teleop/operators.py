@@ -41,7 +41,9 @@ class SimFloorOperator:
 
     What it sees is ground truth (an injected failure, progress falling or stalling) or, with the ``critic``
     detector, the fleet critic's ratings of each robot's progress: a failure predicted from what the robot saw;
-    ``critic_or_ground_truth`` is a person watching the fleet with the critic's alerts beside it.
+    ``critic_or_ground_truth`` is a person watching the fleet with the critic's alerts beside it. The ``gate``
+    detector is the fleet's recovery gate (``vla_recover.recovery``) judging from the robot's state that it needs
+    correction; ``gate_or_ground_truth`` the gate's alerts beside a person watching.
     At the console it sees every robot, even while a request it made keeps it busy; while it resets a robot
     (physical resets) it is at that robot and sees nothing, and a failure that began meanwhile is seen when it is
     back. When free, it asks for a takeover of the robot it saw failing first (once its reaction time has passed,
@@ -99,10 +101,12 @@ class SimFloorOperator:
         detector = self.config.detector
         if detector.startswith("critic") and self._critic_sees_trouble(slot.branch_critic):
             return True
+        if detector.startswith("gate") and slot.gate_raised:
+            return True
         progress = slot.branch_progress
-        if detector == "critic" or not progress:
+        if detector in ("critic", "gate") or not progress:
             return False
-        watching = ("ground_truth", "both", "critic_or_ground_truth")
+        watching = ("ground_truth", "both", "critic_or_ground_truth", "gate_or_ground_truth")
         if detector in watching and is_failing(slot.info, progress, fleet.failure_progress_drop):
             return True
         if detector in ("stall", "both") and len(progress) > self.config.stall_steps:

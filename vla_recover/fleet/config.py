@@ -30,11 +30,15 @@ class FloorOperatorConfig(FrozenConfig):
         description="physical: a floor operator resets each finished robot, taking reset_s of its time (away from "
         "the console) and the robot's; automatic: the sim resets itself at once, no operator time",
     )
-    detector: Literal["ground_truth", "stall", "both", "critic", "critic_or_ground_truth"] = Field(
+    detector: Literal[
+        "ground_truth", "stall", "both", "critic", "critic_or_ground_truth", "gate", "gate_or_ground_truth"
+    ] = Field(
         default="both",
         description="ground_truth: an injected failure or progress falling; stall: no progress gain; both; critic: "
         "the fleet's critic (FleetConfig.critic) rating the robot's progress falling, or stalling; "
-        "critic_or_ground_truth: the critic's alerts and what a person watching sees (ground truth)",
+        "critic_or_ground_truth: the critic's alerts and what a person watching sees (ground truth); gate: the "
+        "fleet's recovery gate (FleetConfig.gate) judging from the robot's state that it needs correction; "
+        "gate_or_ground_truth: the gate's alerts and what a person watching sees",
     )
     reaction_s: float = Field(default=1.0, ge=0.0, description="from a failure to the takeover request")
     request_cost_s: float = Field(default=2.0, ge=0.0, description="operator time per takeover request")
@@ -162,6 +166,11 @@ class FleetConfig(FrozenConfig):
         description="a progress critic checkpoint: it rates every step, drives the floor operator's 'critic' "
         "detector and picks in-distribution rewind targets; None: ground-truth progress (sim only)",
     )
+    gate: Path | None = Field(
+        default=None,
+        description="a recovery gate directory (vla_recover.recovery): it judges every step and drives the floor "
+        "operator's 'gate' detector; None: no gate",
+    )
     critic_smooth_steps: int = Field(default=5, ge=1, le=1000, description="trailing mean over the critic's ratings")
     critic_tolerance: float = Field(
         default=0.02, ge=0.0, le=1.0, description="a rewind target is rated within this of the branch's best"
@@ -207,4 +216,6 @@ class FleetConfig(FrozenConfig):
         detector = self.floor_operator.detector
         if detector.startswith("critic") and self.critic is None:
             raise ValueError(f"floor_operator.detector: {detector!r} needs critic (a critic checkpoint directory)")
+        if detector.startswith("gate") and self.gate is None:
+            raise ValueError(f"floor_operator.detector: {detector!r} needs gate (a recovery gate directory)")
         return self

@@ -30,7 +30,7 @@ from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
 from vla_recover.fleet.failures import Failure, FailureWatch, failure_report
 from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunks
-from vla_recover.fleet.progress import CriticRater, last_in_distribution
+from vla_recover.fleet.progress import CriticRater, GateRater, last_in_distribution
 from vla_recover.fleet.recorder import FleetRecorder
 from vla_recover.fleet.slot import Slot
 from vla_recover.fleet.states import MOVING, SlotMachine, SlotState
@@ -63,6 +63,7 @@ class FleetManager:
         self.autonomous_actor: str = getattr(self.source, "actor", "policy")  # "guided" for a guided source
         recorded = [f"obs.{key}" for key in self.source.obs_keys]
         self.critic = CriticRater(config.critic, recorded) if config.critic is not None else None
+        self.gate_rater = GateRater(config.gate, recorded) if config.gate is not None else None
         self.recorder = FleetRecorder(config.store, config.store_every_s)
         self._episodes_started = 0
         self._next_seed = config.seed
@@ -454,6 +455,8 @@ class FleetManager:
     def _rate_new_steps(self) -> None:
         if self.critic is not None:
             self.critic.rate_new_steps(self.slots.values())
+        if self.gate_rater is not None:
+            self.gate_rater.rate_new_steps(self.slots.values())
 
     def _begin_reset(self, slot: Slot, reason: str, seconds: float = 0.0) -> None:
         slot.machine.to(S.RESETTING, reason)

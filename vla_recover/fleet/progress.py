@@ -16,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     from vla_recover.fleet.slot import Slot
 
-__all__ = ["CriticRater", "fell", "last_in_distribution", "progress_lost", "smoothed", "stalled"]
+__all__ = ["CriticRater", "GateRater", "fell", "last_in_distribution", "progress_lost", "smoothed", "stalled"]
 
 
 def smoothed(curve: Sequence[float], steps: int) -> np.ndarray:
@@ -87,3 +87,37 @@ class CriticRater:
         ratings = self.rate(rows, [slot.attempt.instruction for slot in owners])  # type: ignore[union-attr]
         for slot, rating in zip(owners, ratings, strict=True):
             slot.branch_critic.append(float(rating))
+
+
+class GateRater:
+    """A recovery gate judging each recorded step's observation (and its change since the branch's previous step),
+    every robot's new steps in one forward; it keeps each slot's verdict on its branch (``slot.gate_raised``)."""
+
+    def __init__(self, directory: str | Path, recorded_keys: Sequence[str]) -> None:
+        from vla_recover.recovery.gate import RecoveryGate
+
+        self.directory = Path(directory)
+        self.gate = RecoveryGate.load(self.directory)
+        if self.gate.config.state_key not in recorded_keys:
+            raise ValueError(
+                f"gate: {self.directory} reads {self.gate.config.state_key}, but the fleet records only "
+                f"{', '.join(recorded_keys)}"
+            )
+
+    def rate_new_steps(self, slots: Iterable[Slot]) -> None:
+        key = self.gate.config.state_key
+        states, previous, owners = [], [], []
+        for slot in slots:
+            if slot.attempt is None:
+                continue
+            rows = slot.attempt.rows
+            for step in range(len(slot.branch_gate), len(slot.branch_rows)):
+                states.append(rows[slot.branch_rows[step]][key])
+                previous.append(rows[slot.branch_rows[max(step - 1, 0)]][key])
+                owners.append(slot)
+        if not owners:
+            return
+        for slot, p in zip(owners, self.gate.probability(np.stack(states), np.stack(previous)), strict=True):
+            slot.branch_gate.append(float(p))
+        for slot in {id(slot): slot for slot in owners}.values():
+            slot.gate_raised = self.gate.raised(slot.branch_gate)

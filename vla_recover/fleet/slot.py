@@ -35,6 +35,8 @@ class Slot:
     branch_rows: list[int] = field(default_factory=list)  # attempt row of each env step on the current branch
     branch_progress: list[float] = field(default_factory=list)  # ground truth after each step of the branch
     branch_critic: list[float] = field(default_factory=list)  # the critic's rating of each step's observation
+    branch_gate: list[float] = field(default_factory=list)  # the recovery gate's P(needs correction) of each step
+    gate_raised: bool = False  # the gate's verdict on the branch so far
     furthest_step: int = 0  # the most steps any branch of this attempt reached (before rewinds cut them)
     handback_step: int = 0  # the branch's length when a human last handed the robot back
     device: TeleopDevice | None = None
@@ -68,13 +70,15 @@ class Slot:
 
     def new_branch(self) -> None:
         """Forget the branch bookkeeping: a fresh attempt starts with no steps."""
-        self.branch_rows, self.branch_progress, self.branch_critic = [], [], []
+        self.branch_rows, self.branch_progress, self.branch_critic, self.branch_gate = [], [], [], []
+        self.gate_raised = False
         self.furthest_step = self.handback_step = 0
 
     def cut_branch(self, step: int) -> None:
         """Drop the branch from ``step`` on (a rewind went back to before it)."""
         self.furthest_step = max(self.furthest_step, len(self.branch_rows))
-        del self.branch_rows[step:], self.branch_progress[step:], self.branch_critic[step:]
+        del self.branch_rows[step:], self.branch_progress[step:], self.branch_critic[step:], self.branch_gate[step:]
+        self.gate_raised = False
 
     def oldest_rewind_target(self, capacity: int) -> int:
         """The earliest step a rewind may reach: ``capacity`` back from the furthest step of the attempt, as the
