@@ -23,6 +23,7 @@ class _Slot:
     info: dict[str, Any] = field(default_factory=dict)
     branch_progress: list[float] = field(default_factory=lambda: [0.1, 0.3])
     branch_critic: list[float] = field(default_factory=list)
+    gate_raised: bool = False
     machine: Any = None
     lease: Any = None
 
@@ -242,6 +243,28 @@ def test_a_person_watching_beside_the_critic_sees_what_the_critic_misses() -> No
         config = FloorOperatorConfig(detector=detector, reaction_s=1.0, critic_smooth_steps=1)  # type: ignore[arg-type]
         _run(fleet, SimFloorOperator(config), fail_at=0.0, until=2.0)  # the ground truth sees b drop the cube
         assert fleet.calls == expected, detector
+
+
+def test_the_gate_detector_asks_for_a_takeover_on_its_verdict_alone_unless_a_person_watches_too() -> None:
+    cases = (
+        ("gate", True, False, [(1.0, "request", "b")]),  # the gate's verdict: a takeover with nothing else seen
+        ("gate", False, True, []),  # the gate alone misses what the ground truth sees
+        ("gate_or_ground_truth", False, True, [(1.0, "request", "b")]),
+    )
+    for detector, raised, drop, expected in cases:
+        fleet = _Fleet({"b": _Slot(gate_raised=raised)})
+        config = FloorOperatorConfig(detector=detector, reaction_s=1.0)  # type: ignore[arg-type]
+        _run(fleet, SimFloorOperator(config), fail_at=0.0 if drop else -1.0, until=2.0)
+        assert fleet.calls == expected, (detector, raised, drop)
+
+
+def test_a_gate_detector_needs_a_gate() -> None:
+    import pytest
+
+    from vla_recover.config import ConfigError
+
+    with pytest.raises(ConfigError, match="'gate' needs gate"):
+        validate_config(FleetConfig, {"constant_action": [0.0] * 5, "floor_operator": {"detector": "gate"}})
 
 
 def test_human_effort_is_counted_step_by_step_and_returned_as_rohe(tmp_path: Path) -> None:

@@ -115,3 +115,30 @@ def test_a_gate_without_both_kinds_of_rows_or_a_folder_says_so(store: EpisodeSto
         train_gate(store, episodes=[3])
     with pytest.raises(FileNotFoundError, match="not a recovery gate directory"):
         RecoveryGate.load(tmp_path)
+
+
+def test_the_fleet_rates_each_new_branch_step_and_keeps_the_verdict(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    import torch
+
+    from vla_recover.fleet.progress import GateRater
+    from vla_recover.train.values import ValueNet
+
+    spread = np.array([[-1.0] * 8, [1.0] * 8], np.float32)  # standardisation: mean 0, std 1
+    net = ValueNet(spread, ())
+    with torch.no_grad():
+        net.net[0].weight.zero_()
+        net.net[0].weight[0, 0] = 10.0  # P(needs correction) = σ(10·(x0 − 0.5)): high once x0 passes 0.5
+        net.net[0].bias.fill_(-5.0)
+    RecoveryGate(net, GateConfig(smooth_steps=2), 0.5, {}).save(tmp_path / "gate")
+    rater = GateRater(tmp_path / "gate", ["obs.state"])
+    rows = [{"obs.state": np.array([x, 0, 0, 0], np.float32)} for x in (0.0, 0.0, 2.0, 2.0)]
+    slot = SimpleNamespace(attempt=SimpleNamespace(rows=rows), branch_rows=[0, 1], branch_gate=[], gate_raised=False)
+    rater.rate_new_steps([slot])
+    assert len(slot.branch_gate) == 2 and max(slot.branch_gate) < 0.01 and not slot.gate_raised
+    slot.branch_rows += [2]
+    rater.rate_new_steps([slot])  # only the new step is rated: mean of the last two is ~0.5
+    assert len(slot.branch_gate) == 3 and slot.branch_gate[-1] > 0.99 and slot.gate_raised
+    with pytest.raises(ValueError, match=r"reads obs\.state, but the fleet records only obs\.image"):
+        GateRater(tmp_path / "gate", ["obs.image"])

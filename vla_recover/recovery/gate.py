@@ -119,6 +119,7 @@ class RecoveryGate:
             "kind": "recovery_gate",
             "config": self.config.model_dump(mode="json"),
             "input_dim": int(self.net.mean.shape[0]),
+            "hidden": [m.out_features for m in self.net.net if isinstance(m, torch.nn.Linear)][:-1],
             "threshold": self.threshold,
             "metrics": self.metrics,
         }
@@ -135,7 +136,7 @@ class RecoveryGate:
         if meta.get("schema_version") != GATE_SCHEMA:
             raise ValueError(f"{path}: schema {meta.get('schema_version')}, this vla_recover reads {GATE_SCHEMA}")
         config = GateConfig.model_validate(meta["config"])
-        net = ValueNet(np.zeros((2, meta["input_dim"]), np.float32), config.fit.hidden)
+        net = ValueNet(np.zeros((2, meta["input_dim"]), np.float32), tuple(meta["hidden"]))
         net.load_state_dict(load_file(str(directory / _WEIGHTS)), strict=True)
         return cls(net, config, float(meta["threshold"]), meta.get("metrics", {}))
 
