@@ -19,7 +19,7 @@ from vla_recover.config import FrozenConfig
 from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder
 from vla_recover.policies.common.normalizer import Normalizer
 
-__all__ = ["GuidanceHook", "NoiseSource", "Policy", "PolicyConfig", "draw_noise"]
+__all__ = ["GuidanceHook", "NoiseSource", "Policy", "PolicyConfig", "draw_noise", "route_rows"]
 
 # A sampling hook sees, at each denoising / integration step, the step index, the current noisy action chunk and the
 # estimated clean chunk (both (B, H, A), normalised space) and returns a term added to the clean estimate, or None.
@@ -150,6 +150,7 @@ class Policy(nn.Module, abc.ABC):
         self.eval()
         tensors = {k: torch.as_tensor(v) for k, v in batch.items()}
         cond = self.encode_obs(tensors)
+        hook = self.sampling_hook(tensors, cond, hook)
         generator: NoiseSource = None
         if isinstance(seed, int | np.integer):
             generator = torch.Generator().manual_seed(int(seed))
@@ -163,11 +164,74 @@ class Policy(nn.Module, abc.ABC):
         self.train(was_training)
         return self.normalizer.unnormalize("action", actions.detach()).cpu().numpy()
 
+    # -- second generators: AFIL's failure generator, EgoRecovery's recovery head ----------------------------------
+    def _add_second_generators(self) -> None:
+        """``failure_<backbone_attr>`` and ``recovery_<backbone_attr>`` (networks of the policy's own shape over the
+        same conditioning) and the recovery gate, where the config asks for them; after the subclass built its own."""
+        from vla_recover.policies.common.backbone import build_backbone
+        from vla_recover.policies.common.recovery_head import RecoveryGateNet, gate_input_dim
+
+        config = self.config
+        for role in ("failure", "recovery"):
+            wanted = getattr(config, _ROLE_OPTION[role], None) is not None
+            network = build_backbone(config, self.action_dim, self.cond_dim) if wanted else None
+            setattr(self, f"{role}_{self.backbone_attr}", network)
+        recovery = getattr(config, "recovery", None)
+        self.recovery_gate: RecoveryGateNet | None = None
+        if recovery is not None:
+            if not config.state_key:
+                raise ValueError("recovery: the recovery gate reads the state; the policy needs state_key")
+            dim = gate_input_dim(self.shapes[config.state_key][-1], recovery.use_delta)
+            self.recovery_gate = RecoveryGateNet(dim, recovery.gate_hidden)
+
+    def second_generator(self, role: str) -> nn.Module | None:
+        """The ``failure`` or ``recovery`` generator, when the config asks for one."""
+        module = getattr(self, f"{role}_{self.backbone_attr}", None)
+        return module if isinstance(module, nn.Module) else None
+
     @property
     def failure_generator(self) -> nn.Module | None:
         """AFIL's failure generator (``failure_<backbone_attr>``), when the config asks for one."""
-        module = getattr(self, f"failure_{self.backbone_attr}", None)
-        return module if isinstance(module, nn.Module) else None
+        return self.second_generator("failure")
+
+    @property
+    def recovery_generator(self) -> nn.Module | None:
+        """The recovery head (``recovery_<backbone_attr>``), when the config asks for one."""
+        return self.second_generator("recovery")
+
+    def clean_estimate(self, network: nn.Module, cond: torch.Tensor, index: int, noisy: torch.Tensor) -> torch.Tensor:
+        """The clean chunk ``network`` (the policy's own generator or one of its shape) estimates from ``noisy`` at
+        sampling step ``index``; what a second generator's guidance compares."""
+        raise NotImplementedError(f"{self.name}: this policy has no second generators")
+
+    def sampling_hook(
+        self, batch: dict[str, torch.Tensor], cond: torch.Tensor, hook: GuidanceHook | None
+    ) -> GuidanceHook | None:
+        """``hook`` with the policy's own second generators around it: the recovery head switched in on the rows
+        its gate flags, AFIL's guidance away from the failure generator."""
+        from functools import partial
+
+        from vla_recover.policies.common.failure_guidance import failure_guidance_hook
+        from vla_recover.policies.common.recovery_head import recovery_switch_hook
+
+        recovery, head = getattr(self.config, "recovery", None), self.recovery_generator
+        if recovery is not None and head is not None and self.recovery_gate is not None and self.config.state_key:
+            rows = self.recovery_gate.rows(batch[self.config.state_key], recovery.use_delta)
+            if bool(rows.any()):
+                hook = recovery_switch_hook(partial(self.clean_estimate, head, cond), rows, hook)
+        guidance, failure = getattr(self.config, "failure_guidance", None), self.failure_generator
+        if guidance is not None and failure is not None and guidance.scale > 0:
+            hook = failure_guidance_hook(guidance, partial(self.clean_estimate, failure, cond), hook)
+        return hook
+
+    def generate(self, batch: dict[str, torch.Tensor], *inputs: torch.Tensor) -> torch.Tensor:
+        """The training prediction: the policy's own generator on its rows, a second generator on the rows the
+        batch flags for it (``failure`` or ``recovery``, (B,) bool)."""
+        own = self.get_submodule(self.backbone_attr)
+        for role in ("failure", "recovery"):
+            if role in batch:
+                return route_rows(own, self.second_generator(role), batch[role], role, *inputs)
+        return own(*inputs)
 
     def compile_backbone(self) -> None:
         """``torch.compile`` the denoising network in place; the state dict keeps its keys.
@@ -198,3 +262,28 @@ class Policy(nn.Module, abc.ABC):
         if float(weights.sum()) == 0.0:
             raise ValueError("weights: all zero; the batch carries no training signal (check the weighter's output)")
         return (weights * per_sample).mean()
+
+
+_ROLE_OPTION = {"failure": "failure_guidance", "recovery": "recovery"}  # each second generator's config field
+
+
+def route_rows(
+    network: nn.Module, second: nn.Module | None, flagged: torch.Tensor, role: str, *inputs: torch.Tensor
+) -> torch.Tensor:
+    """``network(*inputs)`` on the rows ``flagged`` (B,) leaves out and ``second(*inputs)`` on those it marks, each
+    network seeing only its own rows."""
+    if not bool(flagged.any()):
+        return network(*inputs)
+    if second is None:
+        raise ValueError(f"batch: it has {role} rows but the policy has no {role} generator")
+    flagged = flagged.bool()
+    out: torch.Tensor | None = None
+    for rows, net in ((~flagged, network), (flagged, second)):
+        if not bool(rows.any()):
+            continue
+        part = net(*(x[rows] for x in inputs))
+        if out is None:
+            out = part.new_empty((flagged.shape[0], *part.shape[1:]))
+        out[rows] = part
+    assert out is not None
+    return out

@@ -23,12 +23,11 @@ from typing import Literal
 
 import torch
 from pydantic import Field
-from torch import nn
 
 from vla_recover.config import FrozenConfig
 from vla_recover.policies.common.base import GuidanceHook
 
-__all__ = ["FailureGuidanceConfig", "failure_guidance_hook", "guidance_strength", "split_by_outcome"]
+__all__ = ["FailureGuidanceConfig", "failure_guidance_hook", "guidance_strength"]
 
 
 class FailureGuidanceConfig(FrozenConfig):
@@ -77,28 +76,3 @@ def failure_guidance_hook(
         return term
 
     return guide
-
-
-def split_by_outcome(
-    network: nn.Module,
-    failure_network: nn.Module | None,
-    failure: torch.Tensor | None,
-    *inputs: torch.Tensor,
-) -> torch.Tensor:
-    """``network(*inputs)`` on the success rows and ``failure_network(*inputs)`` on the rows ``failure`` (B,) marks,
-    each network seeing only its own rows."""
-    if failure is None or not bool(failure.any()):
-        return network(*inputs)
-    if failure_network is None:
-        raise ValueError("batch: it has failure rows but the policy has no failure generator (failure_guidance)")
-    failed = failure.bool()
-    out: torch.Tensor | None = None
-    for rows, net in ((~failed, network), (failed, failure_network)):
-        if not bool(rows.any()):
-            continue
-        part = net(*(x[rows] for x in inputs))
-        if out is None:
-            out = part.new_empty((failed.shape[0], *part.shape[1:]))
-        out[rows] = part
-    assert out is not None
-    return out

@@ -4,21 +4,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from vla_recover.policies.common.base import PolicyConfig
-from vla_recover.policies.common.failure_guidance import FailureGuidanceConfig
+from vla_recover.policies.common.generative import GenerativePolicyConfig
 
 __all__ = ["DiffusionConfig"]
 
 
-class DiffusionConfig(PolicyConfig):
+class DiffusionConfig(GenerativePolicyConfig):
     train_timesteps: int = Field(100, ge=2, le=1000, description="diffusion timesteps of the noise schedule (DDPM)")
     inference_steps: int = Field(10, ge=1, le=1000, description="DDIM steps at inference")
     beta_schedule: Literal["squaredcos_cap_v2", "linear", "scaled_linear"] = Field(
         "squaredcos_cap_v2", description="the noise schedule's betas (diffusers' beta_schedule)"
     )
     clip_sample: bool = Field(True, description="clip the estimated clean actions to [-1, 1] while sampling")
-    failure_guidance: FailureGuidanceConfig | None = Field(
-        None,
-        description="AFIL: a second generator trained on failed behaviour steers sampling away from it "
-        "(policies/common/failure_guidance.py); None: one generator",
-    )

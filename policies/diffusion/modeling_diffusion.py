@@ -13,11 +13,11 @@ import torch
 from diffusers.schedulers.scheduling_ddim import DDIMScheduler
 from diffusers.schedulers.scheduling_ddpm import DDPMScheduler
 from diffusers.schedulers.scheduling_utils import SchedulerMixin
+from torch import nn
 from torch.nn import functional as F
 
 from vla_recover.policies.common.backbone import build_backbone
 from vla_recover.policies.common.base import GuidanceHook, NoiseSource, Policy, draw_noise
-from vla_recover.policies.common.failure_guidance import failure_guidance_hook, split_by_outcome
 from vla_recover.policies.diffusion.configuration_diffusion import DiffusionConfig
 
 __all__ = ["DiffusionPolicy", "guided_sampling"]
@@ -31,8 +31,7 @@ class DiffusionPolicy(Policy):
     def __init__(self, config: DiffusionConfig, shapes: dict[str, tuple[int, ...]], action_dim: int) -> None:
         super().__init__(config, shapes, action_dim)
         self.denoiser = build_backbone(config, action_dim, self.cond_dim)
-        # AFIL's failure generator: the same network over the same conditioning, trained on failed behaviour
-        self.failure_denoiser = build_backbone(config, action_dim, self.cond_dim) if config.failure_guidance else None
+        self._add_second_generators()
         schedule = {
             "num_train_timesteps": config.train_timesteps,
             "beta_schedule": config.beta_schedule,
@@ -48,26 +47,20 @@ class DiffusionPolicy(Policy):
         noise = torch.randn_like(clean)
         steps = torch.randint(0, self.config.train_timesteps, (clean.shape[0],))
         noisy = self.train_scheduler.add_noise(clean, noise, steps)
-        predicted = split_by_outcome(self.denoiser, self.failure_denoiser, batch.get("failure"), noisy, steps, cond)
+        predicted = self.generate(batch, noisy, steps, cond)
         return self._weighted(F.mse_loss(predicted, noise, reduction="none"), batch, weights)
 
     def sample_actions(self, cond: torch.Tensor, generator: NoiseSource, hook: GuidanceHook | None) -> torch.Tensor:
         self.sample_scheduler.set_timesteps(self.config.inference_steps)
         shape = (cond.shape[0], self.config.action_horizon, self.action_dim)
-        guidance = self.config.failure_guidance
-        if self.failure_denoiser is not None and guidance is not None and guidance.scale > 0:
-            failure_denoiser, timesteps = self.failure_denoiser, self.sample_scheduler.timesteps
-            alphas = self.sample_scheduler.alphas_cumprod
-
-            def failure_clean(index: int, x: torch.Tensor) -> torch.Tensor:
-                t = timesteps[index]
-                a = alphas[t]
-                return (x - (1 - a).sqrt() * failure_denoiser(x, t.expand(shape[0]), cond)) / a.sqrt()
-
-            hook = failure_guidance_hook(guidance, failure_clean, hook)
         return guided_sampling(
             lambda x, t: self.denoiser(x, t.expand(shape[0]), cond), self.sample_scheduler, shape, generator, hook
         )
+
+    def clean_estimate(self, network: nn.Module, cond: torch.Tensor, index: int, noisy: torch.Tensor) -> torch.Tensor:
+        t = self.sample_scheduler.timesteps[index]
+        a = self.sample_scheduler.alphas_cumprod[t]
+        return (noisy - (1 - a).sqrt() * network(noisy, t.expand(noisy.shape[0]), cond)) / a.sqrt()
 
 
 def guided_sampling(

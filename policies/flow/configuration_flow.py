@@ -4,21 +4,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from vla_recover.policies.common.base import PolicyConfig
-from vla_recover.policies.common.failure_guidance import FailureGuidanceConfig
+from vla_recover.policies.common.generative import GenerativePolicyConfig
 
 __all__ = ["FlowConfig"]
 
 
-class FlowConfig(PolicyConfig):
+class FlowConfig(GenerativePolicyConfig):
     inference_steps: int = Field(4, ge=1, le=100, description="Euler steps at inference")
     time_sampling: Literal["uniform", "beta"] = Field(
         "beta",
         description="how training draws the flow time: uniform, or beta: beta(1.5, 1) leans to noisier times, "
         "as in pi0",
-    )
-    failure_guidance: FailureGuidanceConfig | None = Field(
-        None,
-        description="AFIL: a second generator trained on failed behaviour steers sampling away from it "
-        "(policies/common/failure_guidance.py); None: one generator",
     )

@@ -7,11 +7,11 @@ acts on the predicted endpoint â1 = x_τ + (1 - τ)·v, the flow analogue of x�
 from __future__ import annotations
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from vla_recover.policies.common.backbone import build_backbone
 from vla_recover.policies.common.base import GuidanceHook, NoiseSource, Policy, draw_noise
-from vla_recover.policies.common.failure_guidance import failure_guidance_hook, split_by_outcome
 from vla_recover.policies.flow.configuration_flow import FlowConfig
 
 __all__ = ["FlowPolicy"]
@@ -27,8 +27,7 @@ class FlowPolicy(Policy):
     def __init__(self, config: FlowConfig, shapes: dict[str, tuple[int, ...]], action_dim: int) -> None:
         super().__init__(config, shapes, action_dim)
         self.velocity = build_backbone(config, action_dim, self.cond_dim)
-        # AFIL's failure generator: the same network over the same conditioning, trained on failed behaviour
-        self.failure_velocity = build_backbone(config, action_dim, self.cond_dim) if config.failure_guidance else None
+        self._add_second_generators()
 
     def _sample_time(self, n: int) -> torch.Tensor:
         if self.config.time_sampling == "beta":
@@ -41,9 +40,7 @@ class FlowPolicy(Policy):
         noise = torch.randn_like(target)
         tau = self._sample_time(target.shape[0])
         x = (1 - tau)[:, None, None] * noise + tau[:, None, None] * target
-        predicted = split_by_outcome(
-            self.velocity, self.failure_velocity, batch.get("failure"), x, tau * _TIME_SCALE, cond
-        )
+        predicted = self.generate(batch, x, tau * _TIME_SCALE, cond)
         return self._weighted(F.mse_loss(predicted, target - noise, reduction="none"), batch, weights)
 
     def sample_actions(self, cond: torch.Tensor, generator: NoiseSource, hook: GuidanceHook | None) -> torch.Tensor:
@@ -51,15 +48,6 @@ class FlowPolicy(Policy):
         shape = (cond.shape[0], self.config.action_horizon, self.action_dim)
         x = draw_noise(shape, generator)
         dt = 1.0 / steps
-        guidance = self.config.failure_guidance
-        if self.failure_velocity is not None and guidance is not None and guidance.scale > 0:
-            failure_velocity = self.failure_velocity
-
-            def failure_endpoint(index: int, x: torch.Tensor) -> torch.Tensor:
-                tau = torch.full((shape[0],), index * dt)
-                return x + (1.0 - index * dt) * failure_velocity(x, tau * _TIME_SCALE, cond)
-
-            hook = failure_guidance_hook(guidance, failure_endpoint, hook)
         for index in range(steps):
             tau = torch.full((shape[0],), index * dt)
             v = self.velocity(x, tau * _TIME_SCALE, cond)
@@ -71,3 +59,8 @@ class FlowPolicy(Policy):
                     v = (endpoint + term - x) / remaining
             x = (x + dt * v).detach()
         return x
+
+    def clean_estimate(self, network: nn.Module, cond: torch.Tensor, index: int, noisy: torch.Tensor) -> torch.Tensor:
+        tau = index / self.config.inference_steps
+        velocity = network(noisy, torch.full((noisy.shape[0],), tau * _TIME_SCALE), cond)
+        return noisy + (1.0 - tau) * velocity

@@ -27,8 +27,10 @@ def test_every_method_states_its_rule_and_builds_its_dataset(name: str) -> None:
     assert (dataset.weighter, dataset.retention, dataset.shares) == (method.weighter, method.retention, method.shares)
     assert dataset.failures == method.failures
     # a method that trains a failure generator gets one in its rounds' policy (with the loop's guidance), no other
-    guidance = config.round_policy_config(retrain=True).get("failure_guidance")
-    assert guidance == (config.failure_guidance.model_dump(mode="json") if method.failures != "none" else None)
+    policy = config.round_policy_config(retrain=True)
+    guidance = config.failure_guidance.model_dump(mode="json") if method.failures != "none" else None
+    recovery = config.recovery_head.model_dump(mode="json") if method.recovery_head else None
+    assert (policy.get("failure_guidance"), policy.get("recovery")) == (guidance, recovery)
     assert "failure_guidance" not in config.train_config(Path("s"), Path("o"), retrain=False).policy_config
 
 

@@ -52,7 +52,7 @@ def test_one_euler_step_lands_on_the_negatively_guided_endpoint() -> None:
     policy = build_policy("flow", config, SHAPES, 3).eval()
     cond = policy.encode_obs({"obs.state": torch.as_tensor(_batch()["obs.state"])})
     with torch.no_grad():
-        chunk = policy.sample_actions(cond, torch.Generator().manual_seed(5), None)
+        chunk = policy.sample_actions(cond, torch.Generator().manual_seed(5), policy.sampling_hook({}, cond, None))
         noise = draw_noise(tuple(chunk.shape), torch.Generator().manual_seed(5))
         t = torch.zeros(chunk.shape[0])
         success = noise + policy.velocity(noise, t, cond)

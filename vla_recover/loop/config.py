@@ -16,6 +16,7 @@ from vla_recover.fleet.config import FleetConfig
 from vla_recover.loop.methods import LOOP_METHODS, LoopMethod, loop_method
 from vla_recover.loop.promotion import PromotionConfig
 from vla_recover.policies.common.failure_guidance import FailureGuidanceConfig
+from vla_recover.policies.common.recovery_head import RecoveryHeadConfig
 from vla_recover.train.dataset import DatasetConfig
 from vla_recover.train.trainer import TrainConfig
 from vla_recover.train.weighting import WEIGHTERS
@@ -256,6 +257,10 @@ class LoopConfig(FrozenConfig):
         default=FailureGuidanceConfig(),
         description="the afil method's guidance: how its rounds' failure generator steers sampling",
     )
+    recovery_head: RecoveryHeadConfig = Field(
+        default=RecoveryHeadConfig(),
+        description="the recovery_gated method's gate: its network and how its threshold is chosen",
+    )
     evaluation: EvalConfig = Field(
         default=EvalConfig(), description="the promotion evaluation every candidate and the base are run on"
     )
@@ -294,11 +299,14 @@ class LoopConfig(FrozenConfig):
         return validate_nested(FleetConfig, raw, "fleet")
 
     def round_policy_config(self, retrain: bool, method_name: str | None = None) -> dict[str, Any]:
-        """A round's policy_config: the recipe's, with the failure generator of a method that trains one."""
+        """A round's policy_config: the recipe's, with the second generator of a method that trains one."""
         raw = {**self.base_train, **(self.retrain if retrain else {})}
         config = dict(raw.get("policy_config", {}))
-        if loop_method(method_name or self.method).failures != "none":
+        method = loop_method(method_name or self.method)
+        if method.failures != "none":
             config["failure_guidance"] = self.failure_guidance.model_dump(mode="json")
+        if method.recovery_head:
+            config["recovery"] = self.recovery_head.model_dump(mode="json")
         return config
 
     def dataset_config(self, demo_share: float | None = None, method_name: str | None = None) -> DatasetConfig:

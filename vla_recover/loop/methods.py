@@ -3,8 +3,8 @@
 A method is data, not a branch in the runner: whether a round runs a fleet or spends its human time on
 demonstrations, which steps of the fleet's episodes enter (``retention``), how they are weighted (a registered
 weighter), whether the fleet runs the plain policy or ReGuide's guided one, which rollouts are absorbed, which steps
-train a failure generator (AFIL), and whether each round fine-tunes the current version or trains from scratch.
-Each entry states its data rule beside its paper; ALGORITHMS.md restates the formulas.
+train a failure generator (AFIL) or a recovery head (EgoRecovery), and whether each round fine-tunes the current
+version or trains from scratch. Each entry states its data rule beside its paper; ALGORITHMS.md restates the formulas.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ class LoopMethod:
     demo_conditions: Literal["nominal", "task"] = "nominal"  # where those demonstrations are recorded
     # which policy steps train a failure generator that steers sampling away from them (AFIL); none: no generator
     failures: Literal["none", "critic", "ground_truth"] = "none"
+    # the human corrections train a recovery head a learned gate switches in (EgoRecovery)
+    recovery_head: bool = False
 
 
 LOOP_METHODS: dict[str, LoopMethod] = {
@@ -96,6 +98,16 @@ LOOP_METHODS: dict[str, LoopMethod] = {
             retention="interventions",
             shares={"demos": 1.0, "human": 1.0},
             failures="critic",
+        ),
+        LoopMethod(
+            "recovery_gated",
+            "EgoRecovery (recovery gate)",
+            "hitl_bc's data, split: the demos train the nominal generator, the human corrections a recovery head; a "
+            "gate trained on the fleet's recorded failures switches the head in for the chunks it flags",
+            weighter="bc",
+            retention="interventions",
+            shares={"demos": 1.0, "human": 1.0},
+            recovery_head=True,
         ),
         LoopMethod(
             "awr",

@@ -4,7 +4,7 @@ An MLP over the state and its change since the previous step, trained with class
 policy rows the fleet's failure records label (``vla_recover.recovery.labels``). The gate raises its verdict when
 its probability, averaged over the last ``smooth_steps`` steps of the branch, reaches ``threshold``. Where the
 paper is silent, the choices: the threshold is picked on a share of the training episodes held back from the fit
-(the lowest whose alerts reach ``target_precision`` there, i.e. the most recall at that precision); the gate sees
+(the one with the most recall among those whose alerts reach ``target_precision`` there); the gate sees
 the state and its change (a slip and a push show as motion the nominal behaviour does not make) but no image.
 """
 
@@ -196,8 +196,9 @@ def _held_back(episodes: list[int], config: GateConfig) -> set[int]:
 
 
 def _pick_threshold(gate: RecoveryGate, store: EpisodeStore, held_back: set[int]) -> tuple[float, dict[str, Any]]:
-    """The lowest threshold whose alerts reach the target precision on the held-back episodes (the most recall
-    there); if none does, the most precise."""
+    """The threshold with the most recall among those whose alerts reach the target precision on the held-back
+    episodes (the highest such on a tie: fewer alerts for the same failures found); if none does, the most
+    precise."""
     probability = gate.store_probability(store)
     scores = {}
     for threshold in np.round(np.linspace(0.05, 0.95, 19), 2):
@@ -205,7 +206,7 @@ def _pick_threshold(gate: RecoveryGate, store: EpisodeStore, held_back: set[int]
         scores[float(threshold)] = score_detector(store, verdicts, held_back, gate.config.lead_s)
     precise = [t for t, s in scores.items() if (s.precision or 0.0) >= gate.config.target_precision]
     if precise:
-        chosen = max(precise, key=lambda t: ((scores[t].recall or 0.0), -t))
+        chosen = max(precise, key=lambda t: (scores[t].recall or 0.0, t))
     else:
         chosen = max(scores, key=lambda t: (scores[t].precision or 0.0, scores[t].recall or 0.0))
     return chosen, {"held_back_episodes": len(held_back), **scores[chosen].as_json()}

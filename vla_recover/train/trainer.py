@@ -120,10 +120,10 @@ class TrainConfig(FrozenConfig):
 
 
 def _generator_config(policy: Policy) -> Any:
-    """The policy's config without its failure guidance: what must match for one to fine-tune into the other."""
-    if getattr(policy.config, "failure_guidance", None) is None:
+    """The policy's config without its second generators: what must match for one to fine-tune into the other."""
+    if not hasattr(policy.config, "failure_guidance"):
         return policy.config
-    return policy.config.model_copy(update={"failure_guidance": None})
+    return policy.config.model_copy(update={"failure_guidance": None, "recovery": None})
 
 
 def make_optimizer(policy: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
@@ -181,6 +181,9 @@ class Trainer:
         else:
             anchors = self.sampler.anchors
             self.policy.fit_normalizer({k: self.store.read(k)[anchors] for k in self.policy.normalizer.keys})
+        self.recovery: np.ndarray | None = None  # per stored step: trains the recovery head (human corrections)
+        if self.policy.recovery_gate is not None:
+            self.recovery = self._train_recovery_gate()
         self.embedder = SentenceEmbedder()
         self._episode_embedding: np.ndarray | None = None
         if policy_cls_config.use_language:
@@ -207,14 +210,40 @@ class Trainer:
                 f"policy={self.config.policy!r} / policy_config; fine-tuning needs the same architecture"
             )
         state = initial.state_dict()
-        failure_prefix = f"failure_{self.policy.backbone_attr}."
-        if initial.failure_generator is not None and self.policy.failure_generator is None:
-            state = {k: v for k, v in state.items() if not k.startswith(failure_prefix)}  # keep the success half
-        elif initial.failure_generator is None and self.policy.failure_generator is not None:
-            # AFIL's failure generator starts as a copy of the policy's own and learns how failures differ
-            own = f"{self.policy.backbone_attr}."
-            state.update({f"failure_{k}": v.clone() for k, v in state.items() if k.startswith(own)})
-        self.policy.load_state_dict(state)
+        own = f"{self.policy.backbone_attr}."
+        for role in ("failure", "recovery"):
+            if initial.second_generator(role) is None and self.policy.second_generator(role) is not None:
+                # a second generator starts as a copy of the policy's own and learns how its rows differ
+                state.update({f"{role}_{k}": v.clone() for k, v in state.items() if k.startswith(own)})
+        # what only the checkpoint has is dropped (fine-tuning into one generator keeps the policy's own); what only
+        # this policy has keeps its fresh value (a recovery gate, trained next)
+        fresh = self.policy.state_dict()
+        self.policy.load_state_dict({key: state.get(key, value) for key, value in fresh.items()})
+
+    def _train_recovery_gate(self) -> np.ndarray:
+        """Train the policy's recovery gate on the fleet's recorded failures among the training episodes; returns
+        the rows that train the recovery head (the human corrections the sampler may draw)."""
+        from vla_recover.data.schema import ACTORS
+        from vla_recover.recovery import GateConfig, train_gate
+        from vla_recover.train.values import ValueTrainConfig
+
+        head = getattr(self.policy.config, "recovery", None)
+        assert head is not None and self.policy.recovery_gate is not None
+        human = self.store.read("actor") == ACTORS.index("human")
+        if not (human & (self.sampler.weights > 0)).any():
+            raise ValueError(
+                f"policy_config.recovery: no human correction in the training data of {self.config.data}; the "
+                "recovery head would have nothing to learn from"
+            )
+        fit = ValueTrainConfig(hidden=head.gate_hidden, steps=head.gate_steps)
+        gate_config = GateConfig(
+            state_key=self.policy.config.state_key, use_delta=head.use_delta, smooth_steps=1,
+            target_precision=head.target_precision, fit=fit, seed=self.config.seed,
+        )  # fmt: skip
+        gate = train_gate(self.store, self.config.select.episodes, gate_config)
+        self.policy.recovery_gate.load_trained(gate.net.state_dict(), gate.threshold)
+        self.weight_stats["recovery_gate"] = gate.metrics
+        return human
 
     # -- training --------------------------------------------------------------------------------------------------
     def lr_at(self, step: int) -> float:
@@ -229,6 +258,8 @@ class Trainer:
         batch = {k: torch.as_tensor(v) for k, v in raw.items() if k not in ("weight", "episode", "index")}
         if self.failure is not None:
             batch["failure"] = torch.as_tensor(self.failure[raw["index"]])
+        if self.recovery is not None:
+            batch["recovery"] = torch.as_tensor(self.recovery[raw["index"]])
         if self._episode_embedding is not None:
             batch["instruction_embedding"] = torch.as_tensor(self._episode_embedding[raw["episode"]])
         return batch, torch.as_tensor(raw["weight"])

@@ -1,4 +1,5 @@
-"""AFIL's data: which steps train the failure generator, at what share, and how a fine-tune starts it."""
+"""The second generators' data: which steps train AFIL's failure generator (at what share) and EgoRecovery's recovery
+head, how a fine-tune starts them, and the recovery gate trained beside the head."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 from vla_recover.data import EpisodeData, EpisodeStore
+from vla_recover.data.schema import ACTORS
 from vla_recover.policies.common.checkpoint import load_policy
 from vla_recover.train.dataset import DatasetConfig, build_step_weights, failed_steps, with_failures
 from vla_recover.train.steps import build_step_table
@@ -120,3 +122,44 @@ def test_fine_tuning_a_plain_policy_starts_its_failure_generator_as_a_copy(store
     assert plain.policy.failure_generator is None
     for key, value in plain.policy.velocity.state_dict().items():
         torch.testing.assert_close(value, policy.velocity.state_dict()[key])
+
+
+def test_a_recovery_head_learns_the_corrections_and_its_gate_the_recorded_failures(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "fleet", mode="a") as s:
+        s.append_episode(_episode(["scripted"] * 20, "success", [], 0))
+        for seed in range(1, 9):  # the policy fails at rows 8-14 (recoverably), a human corrects from row 15
+            episode = _episode(
+                ["policy"] * 15 + ["human"] * 10 + ["policy"] * 5,
+                "success",
+                [(0, 15, "autonomous"), (15, 25, "intervention"), (25, 30, "autonomous")],
+                seed,
+            )
+            failure = {"kind": "slip", "onset_row": 8, "end_row": 15, "recoverable_at_onset": True}
+            s.append_episode(EpisodeData(**{**episode.__dict__, "info": {"failures": [failure]}}))
+    store = EpisodeStore(tmp_path / "fleet")
+    Trainer(_config(store, tmp_path / "base")).run()
+    recovery = {"gate_hidden": [16], "gate_steps": 200}
+    trainer = Trainer(_config(
+        store, tmp_path / "gated", init_from=tmp_path / "base" / "policy", weighting=HITL,
+        policy_config={**POLICY, "recovery": recovery},
+    ))  # fmt: skip
+    head = trainer.policy.recovery_generator
+    assert head is not None
+    for key, value in head.state_dict().items():
+        torch.testing.assert_close(value, trainer.policy.velocity.state_dict()[key])
+    assert trainer.weight_stats["recovery_gate"]["fit_needs_correction"] > 0
+    human = store.read("actor") == ACTORS.index("human")
+    batch, _ = trainer._batch()
+    assert batch["recovery"].any() and not batch["recovery"].all()
+    trainer.run()
+    policy, _, _ = load_policy(tmp_path / "gated" / "policy")
+    assert policy.recovery_gate is not None
+    np.testing.assert_allclose(
+        float(policy.recovery_gate.threshold), trainer.weight_stats["recovery_gate"]["threshold"]
+    )
+    assert np.array_equal(trainer.recovery, human)
+    chunk = policy.predict_chunk({"obs.state": np.zeros((2, 2, 3), np.float32)}, seed=[0, 1])
+    assert chunk.shape == (2, 8, 2) and np.isfinite(chunk).all()
+    with pytest.raises(ValueError, match="no human correction in the training data"):
+        Trainer(_config(store, tmp_path / "x", policy_config={**POLICY, "recovery": recovery},
+                        select={"episodes": (0,)}))  # fmt: skip
