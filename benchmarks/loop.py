@@ -247,13 +247,23 @@ class Setting:
 
 # The grid every goal is judged on (about 8 hours of 2 cores with --jobs 2, over several sittings; finished runs are
 # read back).
-# PickPlaceBin takes the three best methods on LiftCube with failures (RESULTS.md) and the baselines.
+# PickPlaceBin takes the three best methods on LiftCube with failures (RESULTS.md), the two with a second generator
+# (afil, recovery_gated) and the baselines.
 GRID: dict[str, Setting] = {
     "lift_failures": Setting(Path("configs/loop/quickstart.yaml"), tuple(LOOP_METHODS), (0, 1, 2), 3),
     "lift_nominal": Setting(Path("configs/loop/lift_nominal.yaml"), tuple(LOOP_METHODS), (0, 1, 2), 3),
     "pick_place_failures": Setting(
         Path("configs/loop/pick_place_failures.yaml"),
-        ("habc", "dagger_oracle", "hitl_bc", "critic_cut", "more_demos", "more_demos_perturbed"),
+        (
+            "habc",
+            "dagger_oracle",
+            "hitl_bc",
+            "critic_cut",
+            "afil",
+            "recovery_gated",
+            "more_demos",
+            "more_demos_perturbed",
+        ),
         (0, 1, 2),
         4,
         operator_budget_s=300.0,  # its goal allows 10 operator-minutes a round: three operators present ~5
@@ -321,6 +331,11 @@ def grid_goals(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         if name == "robosuite_can":
             added.append(_goal(name, "base success", base, 0.40, at_least=False))
             added.append(_goal(name, "best / base", figures.get("best_vs_base"), 2.0))
+        for method in means:  # a second generator must beat the same data without it
+            without = LOOP_METHODS[method].same_data_without
+            if without in means and means[method][judged] is not None and means[without][judged] is not None:
+                gap = round(100 * (means[method][judged] - means[without][judged]), 1)
+                added.append(_goal(name, f"{method} minus {without}, points", gap, 0.0))
         if "critic_cut" in means and "critic_cut_gt" in means:
             added.append(
                 _goal(

@@ -22,6 +22,10 @@ DEBUG = Path(__file__).resolve().parents[2] / "configs" / "loop" / "debug.yaml"
 def test_every_method_states_its_rule_and_builds_its_dataset(name: str) -> None:
     method = loop_method(name)
     assert method.paper and method.data and method.weighter in WEIGHTERS
+    if method.same_data_without is not None:  # the reference a second generator is judged against
+        reference = LOOP_METHODS[method.same_data_without]
+        assert (method.failures != "none" or method.recovery_head) and reference.shares == method.shares
+        assert (reference.retention, reference.weighter) == (method.retention, method.weighter)
     config = validate_config(LoopConfig, {**load_yaml(DEBUG), "method": name})
     dataset = config.dataset_config()
     assert (dataset.weighter, dataset.retention, dataset.shares) == (method.weighter, method.retention, method.shares)

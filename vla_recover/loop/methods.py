@@ -38,6 +38,8 @@ class LoopMethod:
     failures: Literal["none", "critic", "ground_truth"] = "none"
     # the human corrections train a recovery head a learned gate switches in (EgoRecovery)
     recovery_head: bool = False
+    # the method with the same data and one generator: what a second generator must beat (the benchmark's goal)
+    same_data_without: str | None = None
 
 
 LOOP_METHODS: dict[str, LoopMethod] = {
@@ -98,6 +100,7 @@ LOOP_METHODS: dict[str, LoopMethod] = {
             retention="interventions",
             shares={"demos": 1.0, "human": 1.0},
             failures="critic",
+            same_data_without="hitl_bc",
         ),
         LoopMethod(
             "recovery_gated",
@@ -108,6 +111,7 @@ LOOP_METHODS: dict[str, LoopMethod] = {
             retention="interventions",
             shares={"demos": 1.0, "human": 1.0},
             recovery_head=True,
+            same_data_without="hitl_bc",
         ),
         LoopMethod(
             "awr",
