@@ -165,6 +165,16 @@ def test_every_value_a_round_used_shows_its_reliability(tmp_path: Path, summary:
     assert "No value kept or weighed data in these rounds." in write_report(tmp_path, summary).read_text()
 
 
+def test_a_recovery_gated_round_shows_its_gate(tmp_path: Path, summary: dict[str, Any]) -> None:
+    assert "## The recovery gate" not in write_report(tmp_path, summary).read_text()
+    held = {"episodes": 29, "failures": 35, "detected": 33, "recall": 0.9429, "alerts": 85, "true_alerts": 62,
+            "precision": 0.7294, "latency_s_p50": -0.05, "latency_s_mean": -0.1}  # fmt: skip
+    summary["rounds"][1]["recovery_gate"] = {"threshold": 0.55, "fit_rows": 5827, "fit_needs_correction": 3003,
+                                             "threshold_choice": held}  # fmt: skip
+    text = write_report(tmp_path, summary).read_text()
+    assert "| 1 | 3003 of 5827 | 0.55 | 35 in 29 | 94.3% | 72.9% | -0.05 s |" in text
+
+
 def test_the_method_comparison_plot_draws_every_method_and_gaps(tmp_path: Path) -> None:
     from vla_recover.loop.plots import draw_methods_per_round
 

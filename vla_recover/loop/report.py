@@ -110,6 +110,22 @@ def _reliability_rows(view: View) -> list[list[str]]:
     return rows
 
 
+def _gate_rows(view: View) -> list[list[str]]:
+    rows = []
+    for r in view.rounds:
+        gate = r.recovery_gate
+        if gate is None:
+            continue
+        held = gate.threshold_choice
+        latency = "–" if held is None or held.latency_s_p50 is None else f"{held.latency_s_p50:+.2f} s"
+        rows.append([
+            str(r.round), f"{gate.fit_needs_correction} of {gate.fit_rows}", f"{gate.threshold:.2f}",
+            "–" if held is None else f"{held.failures} in {held.episodes}", _pct(held.recall if held else None),
+            _pct(held.precision if held else None), latency,
+        ])  # fmt: skip
+    return rows
+
+
 def _evidence(d: Decision) -> str:
     """What a decision rested on: the discordant seeds and McNemar's p, or the unpaired bound."""
     confidence = "" if d.confidence is None else f" (promoted below {1 - d.confidence:.2f})"
@@ -225,6 +241,20 @@ def _final_test_line(summary: LoopSummary) -> list[str]:
     ]
 
 
+def _gate_section(view: View) -> list[str]:
+    rows = _gate_rows(view)
+    if not rows:
+        return []
+    return [
+        "", "## The recovery gate", "",
+        *_table(["round", "rows needing correction (fit)", "threshold", "held-back failures (episodes)", "recall",
+                 "precision", "latency (median)"], rows),
+        "", "The gate each round's policy switches its recovery head by, trained on the fleet's recorded failures; "
+        "its threshold is picked on training episodes held back from the fit, where recall and precision are "
+        "measured (vla_recover.recovery).",
+    ]  # fmt: skip
+
+
 def _markdown(summary: LoopSummary, view: View, plots: list[tuple[Plot, Path | None]], run_dir: Path) -> str:
     response = _response_rows(view)
     reliability = _reliability_rows(view)
@@ -259,6 +289,7 @@ def _markdown(summary: LoopSummary, view: View, plots: list[tuple[Plot, Path | N
         "states 1 and 8 steps apart on one trajectory that the value orders as the simulator's progress does "
         "(progress) or, without it, as time does on successes (time); a tie counts half. The critic is measured on "
         "the round's fleet episodes, a weighter's heads on the data they were fit to.",
+        *_gate_section(view),
         "", "## Operator response", "",
         *(_table(["round", "failures", "taken over", "recovered by the policy", "ended without takeover",
                   "onset → request p50 (s)", "onset → grant p50 (s)", "onset → grant p90 (s)",

@@ -50,6 +50,8 @@ def summarize(cfg: LoopConfig, results: dict[str, dict[str, Any]]) -> dict[str, 
         if "guided" in collected:
             entry["guided"] = collected["guided"]
         entry["reliability"] = _reliability(results.get(f"{prefix}.critic", {}), train["weights"])
+        if "recovery_gate" in train["weights"]:
+            entry["recovery_gate"] = train["weights"]["recovery_gate"]
         rounds.append(entry)
     final_tests = {"base": results.get("base_final_test")}
     final_tests.update({f"round_{r}": results.get(f"round_{r}.final_test") for r in range(1, cfg.rounds + 1)})

@@ -99,6 +99,26 @@ class Reliability(_Section):
     reference: str = "time"
 
 
+class DetectorScore(_Section):
+    """A detector of "needs correction" on fleet episodes (vla_recover.recovery.DetectorScore)."""
+
+    episodes: int = 0
+    failures: int = 0
+    recall: float | None = None
+    alerts: int = 0
+    precision: float | None = None
+    latency_s_p50: float | None = None
+
+
+class RecoveryGate(_Section):
+    """The recovery gate a round's policy was trained with: its threshold and how it did on held-back episodes."""
+
+    threshold: float
+    fit_rows: int = 0
+    fit_needs_correction: int = 0
+    threshold_choice: DetectorScore | None = None
+
+
 class Round(_Section):
     round: int = Field(ge=0)
     policy: str
@@ -114,6 +134,7 @@ class Round(_Section):
     train: Train | None = None
     guided: Guided | None = None
     reliability: dict[str, Reliability] = {}
+    recovery_gate: RecoveryGate | None = None
 
 
 class PairedWithLoop(_Section):
