@@ -19,11 +19,22 @@ from vla_recover.config import FrozenConfig
 from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder
 from vla_recover.policies.common.normalizer import Normalizer
 
-__all__ = ["GuidanceHook", "NoiseSource", "Policy", "PolicyConfig", "draw_noise", "route_rows"]
+__all__ = ["GuidanceHook", "NoiseSource", "Policy", "PolicyConfig", "draw_noise", "route_rows", "then_hook"]
 
 # A sampling hook sees, at each denoising / integration step, the step index, the current noisy action chunk and the
 # estimated clean chunk (both (B, H, A), normalised space) and returns a term added to the clean estimate, or None.
 GuidanceHook = Callable[[int, torch.Tensor, torch.Tensor], "torch.Tensor | None"]
+
+
+def then_hook(
+    term: torch.Tensor, then: GuidanceHook | None, index: int, noisy: torch.Tensor, clean: torch.Tensor
+) -> torch.Tensor:
+    """A hook's ``term`` plus what the next hook ``then`` adds to the estimate ``term`` moved: hooks in a chain."""
+    if then is None:
+        return term
+    extra = then(index, noisy, clean + term)
+    return term if extra is None else term + extra
+
 
 # Where sampling noise comes from: torch's global generator (None), one generator for the batch, or one per row. With
 # one per row, a row's chunk does not depend on which other rows share its batch, so an evaluation's results do not

@@ -25,7 +25,7 @@ import torch
 from pydantic import Field
 
 from vla_recover.config import FrozenConfig
-from vla_recover.policies.common.base import GuidanceHook
+from vla_recover.policies.common.base import GuidanceHook, then_hook
 
 __all__ = ["FailureGuidanceConfig", "failure_guidance_hook", "guidance_strength"]
 
@@ -69,10 +69,6 @@ def failure_guidance_hook(
         with torch.no_grad():
             gap = clean.detach() - failure_estimate(index, noisy.detach())
             term = guidance_strength(config, gap) * gap
-        if then is not None:
-            extra = then(index, noisy, clean + term)
-            if extra is not None:
-                return term + extra
-        return term
+        return then_hook(term, then, index, noisy, clean)
 
     return guide

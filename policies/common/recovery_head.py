@@ -20,7 +20,7 @@ from pydantic import Field
 from torch import nn
 
 from vla_recover.config import FrozenConfig
-from vla_recover.policies.common.base import GuidanceHook
+from vla_recover.policies.common.base import GuidanceHook, then_hook
 
 __all__ = ["RecoveryGateNet", "RecoveryHeadConfig", "gate_input_dim", "recovery_switch_hook"]
 
@@ -86,11 +86,7 @@ def recovery_switch_hook(
     def switch(index: int, noisy: torch.Tensor, clean: torch.Tensor) -> torch.Tensor | None:
         with torch.no_grad():
             term = mask * (recovery_estimate(index, noisy.detach()) - clean.detach())
-        if then is not None:
-            extra = then(index, noisy, clean + term)
-            if extra is not None:
-                return term + extra
-        return term
+        return then_hook(term, then, index, noisy, clean)
 
     return switch
 
