@@ -27,7 +27,7 @@ from vla_recover.recovery.detection import DetectorScore, branch_alerts, score_d
 from vla_recover.recovery.labels import NEEDS_CORRECTION, UNLABELLED, correction_labels
 from vla_recover.train.values import ValueNet, ValueTrainConfig, fit_value
 
-__all__ = ["GATE_SCHEMA", "GateConfig", "RecoveryGate", "train_gate"]
+__all__ = ["GATE_SCHEMA", "GateConfig", "RecoveryGate", "gate_features", "train_gate"]
 
 GATE_SCHEMA = 1
 _CONFIG, _WEIGHTS = "gate.json", "gate.safetensors"
@@ -70,24 +70,14 @@ class RecoveryGate:
         self.net, self.config, self.threshold, self.metrics = net.eval(), config, threshold, metrics
 
     # -- rating -----------------------------------------------------------------------------------------------------
-    def features(self, states: np.ndarray, previous: np.ndarray) -> np.ndarray:
-        states = np.asarray(states, dtype=np.float32)
-        if not self.config.use_delta:
-            return states
-        return np.concatenate([states, states - np.asarray(previous, dtype=np.float32)], axis=-1)
-
     def probability(self, states: np.ndarray, previous: np.ndarray) -> np.ndarray:
         """P(needs correction) (n,) for states (n, D) and the states one step before them."""
-        return torch.sigmoid(torch.as_tensor(self.net.predict(self.features(states, previous)))).numpy()
+        features = gate_features(states, previous, self.config.use_delta)
+        return torch.sigmoid(torch.as_tensor(self.net.predict(features))).numpy()
 
     def store_probability(self, store: EpisodeStore) -> np.ndarray:
         """The probability at every stored row (the previous row within its episode as the step before)."""
-        states = store.read(self.config.state_key).astype(np.float32)
-        previous = np.empty_like(states)
-        previous[1:] = states[:-1]
-        for row in store.episodes():
-            previous[row.start] = states[row.start]
-        return self.probability(states, previous)
+        return self.probability(*_stored_states(store, self.config.state_key))
 
     def raised(self, branch: list[float], threshold: float | None = None) -> bool:
         """The verdict on a branch's probabilities so far."""
@@ -160,13 +150,7 @@ def train_gate(
         if row.id in labelled_episodes and row.id not in held_back:
             fit_mask[row.start : row.stop] = True
     fit_rows = np.flatnonzero(fit_mask & (labels != UNLABELLED))
-    scaffold = RecoveryGate(ValueNet(np.zeros((2, 1), np.float32), (1,)), config, 0.5, {})
-    states = store.read(config.state_key).astype(np.float32)
-    previous = np.empty_like(states)
-    previous[1:] = states[:-1]
-    for row in rows:
-        previous[row.start] = states[row.start]
-    features = scaffold.features(states, previous)
+    features = gate_features(*_stored_states(store, config.state_key), config.use_delta)
     target = torch.as_tensor(labels[fit_rows] == NEEDS_CORRECTION, dtype=torch.float32)
     positives = float(target.sum())
     weight = torch.tensor((len(target) - positives) / max(positives, 1.0)) if config.balance else None
@@ -185,6 +169,24 @@ def train_gate(
         gate.threshold, metrics["threshold_choice"] = _pick_threshold(gate, store, held_back)
     gate.metrics = {**metrics, "threshold": gate.threshold}
     return gate
+
+
+def gate_features(states: np.ndarray, previous: np.ndarray, use_delta: bool) -> np.ndarray:
+    """What the gate reads: the state, and with ``use_delta`` its change since the step before."""
+    states = np.asarray(states, dtype=np.float32)
+    if not use_delta:
+        return states
+    return np.concatenate([states, states - np.asarray(previous, dtype=np.float32)], axis=-1)
+
+
+def _stored_states(store: EpisodeStore, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(every stored row's state, the state of the row before it in its episode; its own at an episode's start)."""
+    states = store.read(key).astype(np.float32)
+    previous = np.empty_like(states)
+    previous[1:] = states[:-1]
+    for row in store.episodes():
+        previous[row.start] = states[row.start]
+    return states, previous
 
 
 def _held_back(episodes: list[int], config: GateConfig) -> set[int]:
