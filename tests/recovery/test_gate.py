@@ -102,7 +102,7 @@ def test_a_gate_learns_a_failure_it_can_see_and_picks_its_threshold(tmp_path: Pa
     with EpisodeStore(tmp_path / "fleet") as fleet:
         gate = train_gate(fleet, config=config)
         score = gate.score(fleet)
-        assert score.recall == 1.0 and (score.precision or 0.0) >= 0.8
+        assert (score.recall or 0.0) >= 0.9 and (score.precision or 0.0) >= 0.8
         assert score.latency_s_p50 is not None and score.latency_s_p50 <= 3 * DT  # within the smoothing window
         assert gate.metrics["threshold_choice"]["held_back_episodes"] == 6
         loaded = RecoveryGate.load(gate.save(tmp_path / "gate"))
