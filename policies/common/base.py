@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -18,6 +18,9 @@ from torch import nn
 from vla_recover.config import FrozenConfig
 from vla_recover.policies.common.encoders import TEXT_EMBED_DIM, ImageEncoder
 from vla_recover.policies.common.normalizer import Normalizer
+
+if TYPE_CHECKING:
+    from vla_recover.policies.common.recovery_head import RecoveryGateNet
 
 __all__ = ["GuidanceHook", "NoiseSource", "Policy", "PolicyConfig", "draw_noise", "route_rows", "then_hook"]
 
@@ -105,6 +108,7 @@ class Policy(nn.Module, abc.ABC):
         self.config = config
         self.shapes = dict(shapes)
         self.action_dim = action_dim
+        self.recovery_gate: RecoveryGateNet | None = None  # a recovery head's gate (_add_second_generators)
         norm_dims = {"action": action_dim}
         if config.state_key:
             norm_dims[config.state_key] = shapes[config.state_key][-1]
@@ -188,7 +192,6 @@ class Policy(nn.Module, abc.ABC):
             network = build_backbone(config, self.action_dim, self.cond_dim) if wanted else None
             setattr(self, f"{role}_{self.backbone_attr}", network)
         recovery = getattr(config, "recovery", None)
-        self.recovery_gate: RecoveryGateNet | None = None
         if recovery is not None:
             if not config.state_key:
                 raise ValueError("recovery: the recovery gate reads the state; the policy needs state_key")
