@@ -1,14 +1,14 @@
 """EgoRecovery's recovery-gated policy: a recovery head trained on human corrections, switched in by a learned gate.
 
 A policy whose config sets ``recovery`` carries a second generator of its own shape over the same conditioning,
-trained on the human correction rows only (its own generator trains on everything else the data rule keeps), and a
-recovery gate: an MLP from the latest state and its change since the step before to P(needs correction), trained on
-the fleet's recorded failures (``vla_recover.recovery``) with its threshold, and stored with the policy's weights. For
-each chunk, rows the gate flags are sampled from the recovery head and the others from the nominal generator; the
-switch goes through the sampling hook (the head's clean-chunk estimate replaces the nominal one on those rows at every
-step, which is sampling from the head), so evaluation, the fleet and the ROS 2 node need nothing new. Where the
-paper is silent, the choices: the gate decides per chunk, from the observation the chunk is planned from; it sees
-states, not images.
+trained on the human correction rows only (its own, nominal generator trains on everything the data rule keeps, the
+corrections included unless ``nominal_learns_corrections`` is false), and a recovery gate: an MLP from the latest
+state and its change since the step before to P(needs correction), trained on the fleet's recorded failures
+(``vla_recover.recovery``) with its threshold, and stored with the policy's weights. For each chunk, rows the gate
+flags are sampled from the recovery head and the others from the nominal generator; the switch goes through the
+sampling hook (the head's clean-chunk estimate replaces the nominal one on those rows at every step, which is
+sampling from the head), so evaluation, the fleet and the ROS 2 node need nothing new. Where the paper is silent,
+the choices: the gate decides per chunk, from the observation the chunk is planned from; it sees states, not images.
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ __all__ = ["RecoveryGateNet", "RecoveryHeadConfig", "gate_input_dim", "recovery_
 class RecoveryHeadConfig(FrozenConfig):
     """The recovery head's gate: its network and how it is trained (the head itself has the policy's shape)."""
 
+    nominal_learns_corrections: bool = Field(
+        default=True,
+        description="the nominal generator learns the human corrections too (the policy without its gate is the "
+        "same data's one-generator policy); false: it learns only what is not a correction",
+    )
     gate_hidden: tuple[int, ...] = Field(default=(128, 128), description="widths of the gate's hidden layers")
     use_delta: bool = Field(default=True, description="the gate also reads the state's change since the step before")
     gate_steps: int = Field(default=2000, ge=1, le=1_000_000, description="gradient steps of the gate's training")

@@ -149,8 +149,13 @@ def test_a_recovery_head_learns_the_corrections_and_its_gate_the_recorded_failur
         torch.testing.assert_close(value, trainer.policy.velocity.state_dict()[key])
     assert trainer.weight_stats["recovery_gate"]["fit_needs_correction"] > 0
     human = store.read("actor") == ACTORS.index("human")
-    batch, _ = trainer._batch()
-    assert batch["recovery"].any() and not batch["recovery"].all()
+    torch.manual_seed(0)
+    batch, weights = trainer._batch()
+    # every correction window trains the nominal generator and, as a flagged copy, the head
+    flagged = batch["recovery"]
+    assert len(flagged) == len(weights) == 16 + int(flagged.sum()) and not flagged[:16].any() and flagged[16:].all()
+    originals = batch["obs.state"][:16]
+    assert any(torch.equal(copy, row) for copy in batch["obs.state"][16:] for row in originals)
     trainer.run()
     policy, _, _ = load_policy(tmp_path / "gated" / "policy")
     assert policy.recovery_gate is not None
@@ -160,6 +165,12 @@ def test_a_recovery_head_learns_the_corrections_and_its_gate_the_recorded_failur
     assert np.array_equal(trainer.recovery, human)
     chunk = policy.predict_chunk({"obs.state": np.zeros((2, 2, 3), np.float32)}, seed=[0, 1])
     assert chunk.shape == (2, 8, 2) and np.isfinite(chunk).all()
+    only_head = Trainer(_config(
+        store, tmp_path / "only_head", init_from=tmp_path / "base" / "policy", weighting=HITL,
+        policy_config={**POLICY, "recovery": {**recovery, "nominal_learns_corrections": False}},
+    ))  # fmt: skip
+    batch, _ = only_head._batch()
+    assert len(batch["recovery"]) == 16 and batch["recovery"].any()  # corrections train the head alone
     with pytest.raises(ValueError, match="no human correction in the training data"):
         Trainer(_config(store, tmp_path / "x", policy_config={**POLICY, "recovery": recovery},
                         select={"episodes": (0,)}))  # fmt: skip

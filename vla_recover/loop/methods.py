@@ -105,8 +105,8 @@ LOOP_METHODS: dict[str, LoopMethod] = {
         LoopMethod(
             "recovery_gated",
             "EgoRecovery (recovery gate)",
-            "hitl_bc's data, split: the demos train the nominal generator, the human corrections a recovery head; a "
-            "gate trained on the fleet's recorded failures switches the head in for the chunks it flags",
+            "hitl_bc's data trains the nominal generator and the human corrections alone a recovery head; a gate "
+            "trained on the fleet's recorded failures switches the head in for the chunks it flags",
             weighter="bc",
             retention="interventions",
             shares={"demos": 1.0, "human": 1.0},

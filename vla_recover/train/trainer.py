@@ -258,11 +258,20 @@ class Trainer:
         batch = {k: torch.as_tensor(v) for k, v in raw.items() if k not in ("weight", "episode", "index")}
         if self.failure is not None:
             batch["failure"] = torch.as_tensor(self.failure[raw["index"]])
-        if self.recovery is not None:
-            batch["recovery"] = torch.as_tensor(self.recovery[raw["index"]])
         if self._episode_embedding is not None:
             batch["instruction_embedding"] = torch.as_tensor(self._episode_embedding[raw["episode"]])
-        return batch, torch.as_tensor(raw["weight"])
+        weights = torch.as_tensor(raw["weight"])
+        if self.recovery is not None:
+            corrections = self.recovery[raw["index"]]
+            head = getattr(self.policy.config, "recovery", None)
+            if head is not None and head.nominal_learns_corrections:
+                # each correction window trains the nominal generator and, as a copy, the recovery head
+                copies = torch.as_tensor(np.flatnonzero(corrections))
+                batch = {k: torch.cat([v, v[copies]]) for k, v in batch.items()}
+                weights = torch.cat([weights, weights[copies]])
+                corrections = np.concatenate([np.zeros_like(corrections), np.ones(len(copies), dtype=bool)])
+            batch["recovery"] = torch.as_tensor(corrections)
+        return batch, weights
 
     def train_step(self) -> float:
         batch, weights = self._batch()
