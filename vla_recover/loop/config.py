@@ -337,12 +337,6 @@ class LoopConfig(FrozenConfig):
         placeholder = Path("runs/loop/_check")
         self.train_config(placeholder, placeholder, retrain=False)
         self.train_config(placeholder, placeholder, retrain=True)
-        if self.loop_method.rounds_collect == "fleet":  # a round's own data rule and policy build with the recipe
-            for retrain in (False, True):
-                self.train_config(
-                    placeholder, placeholder, retrain, weighting=self.dataset_config(),
-                    policy_config=self.round_policy_config(retrain),
-                )  # fmt: skip
         if "task_config" in self.fleet:
             raise ValueError(
                 f"fleet.task_config: got {self.fleet['task_config']!r}; the fleet meets the task as the held-out "
@@ -385,6 +379,12 @@ class LoopConfig(FrozenConfig):
                 )
             validate_nested(WEIGHTERS.get(name).config_cls, values, f"weighter_configs.{name}")
         self.dataset_config()
+        if self.loop_method.rounds_collect == "fleet":  # a round's own data rule and policy build with the recipe
+            for retrain in (False, True):
+                self.train_config(
+                    placeholder, placeholder, retrain, weighting=self.dataset_config(),
+                    policy_config=self.round_policy_config(retrain),
+                )  # fmt: skip
         if self.loop_method.guided:
             from vla_recover.reguide import ReGuideConfig
 
