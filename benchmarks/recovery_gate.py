@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from vla_recover.config import load_yaml, validate_config
+from vla_recover.curves import fell, stalled
 from vla_recover.data import EpisodeStore
-from vla_recover.fleet.progress import fell, stalled
 from vla_recover.loop.config import QUICKSTART, LoopConfig
 from vla_recover.loop.runner import LineReporter, LoopRun
 from vla_recover.recovery import RecoveryGate, branch_alerts, score_detector, train_gate

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from vla_recover.fleet.failures import is_failing
-from vla_recover.fleet.progress import fell, progress_lost, stalled
+from vla_recover.curves import fell, is_failing, progress_lost, stalled
 from vla_recover.teleop.devices import SimExpertDevice
 
 __all__ = ["FleetAPI", "SimFloorOperator", "SimTeleoperator"]

@@ -13,10 +13,10 @@ from teleop.operators import SimFloorOperator
 from tests.fleet.test_fleet import fleet_config, tick_until
 from vla_recover.config import ConfigError
 from vla_recover.critic.model import CriticConfig, ProgressCritic, ProgressNet
+from vla_recover.curves import last_in_distribution, smoothed
 from vla_recover.data import EpisodeStore
 from vla_recover.fleet import FleetConfig, build_fleet
 from vla_recover.fleet.config import FloorOperatorConfig
-from vla_recover.fleet.progress import last_in_distribution, smoothed
 from vla_recover.policies.common.encoders import SentenceEmbedder
 from vla_recover.teleop.devices import ScriptedDevice
 
@@ -34,6 +34,9 @@ def small_critic(directory: Path, language: bool = False, image: bool = False) -
 
 def test_smoothing_and_the_last_in_distribution_step() -> None:
     np.testing.assert_allclose(smoothed([0.0, 1.0, 2.0, 3.0], 2), [0.0, 0.5, 1.5, 2.5])
+    # centred, for a curve recorded whole: the ends repeat the first and last values
+    np.testing.assert_allclose(smoothed([0.0, 3.0, 6.0, 3.0], 3, causal=False), [1.0, 3.0, 4.0, 4.0])
+    assert smoothed([], 3, causal=False).size == 0
     assert last_in_distribution([0.1, 0.3, 0.5, 0.4, 0.2]) == 2
     assert last_in_distribution([0.1, 0.3, 0.5, 0.49, 0.2], tolerance=0.02) == 3
     assert last_in_distribution([0.1, 0.3, 0.9, 0.3, 0.31], smooth_steps=1) == 2

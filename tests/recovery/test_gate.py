@@ -122,8 +122,8 @@ def test_the_fleet_rates_each_new_branch_step_and_keeps_the_verdict(tmp_path: Pa
 
     import torch
 
+    from vla_recover.critic.values import ValueNet
     from vla_recover.fleet.progress import GateRater
-    from vla_recover.train.values import ValueNet
 
     spread = np.array([[-1.0] * 8, [1.0] * 8], np.float32)  # standardisation: mean 0, std 1
     net = ValueNet(spread, ())

@@ -165,7 +165,7 @@ def test_serve_checks_the_policy_fits_the_joints_and_runs(policy_dir: Path, tmp_
 
 def test_a_ros2_arm_is_a_robot_over_the_graph() -> None:
     from vla_recover.hardware.robot import RobotError
-    from vla_recover.hardware.ros2_arm import Ros2Arm
+    from vla_recover.ros2.arm import Ros2Arm
 
     lonely = Ros2Arm(lambda: DdsTransport(config=LOOPBACK), JOINTS, joint_states_topic="/nobody", connect_timeout_s=0.3)
     with pytest.raises(RobotError, match=r"no joint state on /nobody within 0\.3 s"):

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from vla_recover.fleet.progress import fell, progress_lost, stalled
+from vla_recover.curves import fell, progress_lost, stalled
 
 __all__ = ["FleetRunner", "fleet_snapshot"]
 

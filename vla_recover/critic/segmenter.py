@@ -35,6 +35,7 @@ from pydantic import Field
 
 from vla_recover.config import FrozenConfig
 from vla_recover.critic.data import CriticEpisode, human_steps, timeline_rows
+from vla_recover.curves import best_before, smoothed
 
 if TYPE_CHECKING:
     from vla_recover.critic.tuned import TunedSegmenter
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CRITIC_KINDS",
     "SegmenterConfig",
-    "best_before",
     "cut_episode",
     "dead_band_kinds",
     "segment_episode",
@@ -175,36 +175,23 @@ def cut_episode(
     return segments
 
 
-def smooth(curve: np.ndarray, window: int) -> np.ndarray:
-    if window <= 1 or curve.size == 1:
-        return curve.copy()
-    before, after = (window - 1) // 2, window // 2
-    padded = np.concatenate([np.full(before, curve[0]), curve, np.full(after, curve[-1])])
-    return np.convolve(padded, np.ones(window) / window, mode="valid")
-
-
-def best_before(curve: np.ndarray) -> np.ndarray:
-    """The best value the curve reached before each step (-inf at the first): what a recovery regains."""
-    return np.maximum.accumulate(np.concatenate([[-np.inf], curve[:-1]]))
-
-
 def _step_kinds(progress: np.ndarray, config: SegmenterConfig) -> list[str]:
-    smoothed = smooth(progress, config.smooth_steps)
+    curve = smoothed(progress, config.smooth_steps, causal=False)
     if config.rule == "dead_band":
         return dead_band_kinds(
-            smoothed, config.move, config.rise_per_step, config.fall_per_step, config.regain_margin, config.move / 2
+            curve, config.move, config.rise_per_step, config.fall_per_step, config.regain_margin, config.move / 2
         )
-    n = smoothed.size
+    n = curve.size
     half = config.slope_steps / 2
     index = np.arange(n)
     lo = np.clip(np.floor(index - half).astype(int), 0, n - 1)
     hi = np.clip(np.ceil(index + half).astype(int), 0, n - 1)
-    slope = np.where(hi > lo, (smoothed[hi] - smoothed[lo]) / np.maximum(hi - lo, 1), 0.0)
-    best = best_before(smoothed)
+    slope = np.where(hi > lo, (curve[hi] - curve[lo]) / np.maximum(hi - lo, 1), 0.0)
+    best = best_before(curve)
     kinds: list[str] = []
     for t in range(n):
         if slope[t] >= config.rise_per_step:
-            kinds.append("recovery" if smoothed[t] < best[t] - config.regain_margin else "progress")
+            kinds.append("recovery" if curve[t] < best[t] - config.regain_margin else "progress")
         elif slope[t] <= -config.fall_per_step:
             kinds.append("failure_inducing")
         else:

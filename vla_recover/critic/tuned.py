@@ -28,7 +28,8 @@ import numpy as np
 from pydantic import Field
 
 from vla_recover.config import FrozenConfig
-from vla_recover.critic.segmenter import CRITIC_KINDS, best_before, smooth
+from vla_recover.critic.segmenter import CRITIC_KINDS
+from vla_recover.curves import best_before, smoothed
 
 __all__ = [
     "TUNED_FILES",
@@ -114,12 +115,12 @@ def curve_features(curve: np.ndarray, human: np.ndarray) -> np.ndarray:
     index = np.arange(n)
     columns = []
     for width in SMOOTHING_WIDTHS:
-        smoothed = smooth(curve, width)
-        columns.append(smoothed)
+        at_width = smoothed(curve, width, causal=False)
+        columns.append(at_width)
         for span in RISE_SPANS:
-            columns.append(smoothed - smoothed[np.clip(index - span, 0, n - 1)])  # the rise just done
-            columns.append(smoothed[np.clip(index + span, 0, n - 1)] - smoothed)  # the rise to come
-        columns.append(smoothed - np.maximum(best_before(smoothed), smoothed.min()))  # below the best so far
+            columns.append(at_width - at_width[np.clip(index - span, 0, n - 1)])  # the rise just done
+            columns.append(at_width[np.clip(index + span, 0, n - 1)] - at_width)  # the rise to come
+        columns.append(at_width - np.maximum(best_before(at_width), at_width.min()))  # below the best so far
     columns.append(np.maximum.accumulate(curve[::-1])[::-1] - curve)  # below the best still to come
     human = np.asarray(human, dtype=bool)
     columns.append(human.astype(np.float64))

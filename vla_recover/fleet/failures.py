@@ -18,17 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vla_recover.curves import is_failing
+
 if TYPE_CHECKING:
     from vla_recover.fleet.slot import Slot
 
-__all__ = ["Failure", "FailureWatch", "failure_report", "is_failing"]
+__all__ = ["Failure", "FailureWatch", "failure_report"]
 
 REGAINED_WITHIN = 0.02  # progress back within this of its best before the onset: the policy recovered by itself
-
-
-def is_failing(info: dict[str, Any], progress: list[float], drop: float) -> bool:
-    """The ground truth after the latest step: an injected failure fired, or progress fell ``drop`` below its best."""
-    return bool(info.get("failure")) or (bool(progress) and progress[-1] < max(progress) - drop)
 
 
 @dataclass

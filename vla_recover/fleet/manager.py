@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from vla_recover.curves import last_in_distribution
 from vla_recover.data import EpisodeStore
 from vla_recover.envs import TASKS, control_period, resolve_task_name
 from vla_recover.execution import INITIAL_GRIP, chunk_seed
@@ -30,7 +31,7 @@ from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
 from vla_recover.fleet.failures import Failure, FailureWatch, failure_report
 from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunks
-from vla_recover.fleet.progress import CriticRater, GateRater, last_in_distribution
+from vla_recover.fleet.progress import CriticRater, GateRater
 from vla_recover.fleet.recorder import FleetRecorder
 from vla_recover.fleet.slot import Slot
 from vla_recover.fleet.states import MOVING, SlotMachine, SlotState

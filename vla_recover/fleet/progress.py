@@ -16,43 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     from vla_recover.fleet.slot import Slot
 
-__all__ = ["CriticRater", "GateRater", "fell", "last_in_distribution", "progress_lost", "smoothed", "stalled"]
-
-
-def smoothed(curve: Sequence[float], steps: int) -> np.ndarray:
-    """Trailing mean over ``steps`` (fewer at the start): the value at t uses only what was seen by t."""
-    values = np.asarray(curve, dtype=np.float64)
-    if values.size == 0 or steps <= 1:
-        return values
-    sums = np.cumsum(np.concatenate([[0.0], values]))
-    starts = np.maximum(np.arange(1, values.size + 1) - steps, 0)
-    return (sums[1:] - sums[starts]) / (np.arange(1, values.size + 1) - starts)
-
-
-def fell(curve: Sequence[float], drop: float, smooth_steps: int) -> bool:
-    """The smoothed curve is now more than ``drop`` below the best it reached."""
-    values = smoothed(curve, smooth_steps)
-    return bool(values.size) and bool(values[-1] < values.max() - drop)
-
-
-def stalled(curve: Sequence[float], steps: int, gain: float, smooth_steps: int) -> bool:
-    """The smoothed curve gained less than ``gain`` over its last ``steps`` steps."""
-    values = smoothed(curve, smooth_steps)
-    return len(values) > steps and bool(values[-steps:].max() < values[-steps - 1] + gain)
-
-
-def progress_lost(curve: Sequence[float]) -> float:
-    """How far the curve is below its best: the risk a robot is in (0 for an empty curve)."""
-    return float(max(curve) - curve[-1]) if len(curve) else 0.0
-
-
-def last_in_distribution(curve: Sequence[float], tolerance: float = 1e-6, smooth_steps: int = 1) -> int:
-    """The index of the latest value within ``tolerance`` of the best so far (``0`` for an empty curve)."""
-    values = smoothed(curve, smooth_steps)
-    if values.size == 0:
-        return 0
-    at_best = np.flatnonzero(values >= np.maximum.accumulate(values) - tolerance)
-    return int(at_best[-1])
+__all__ = ["CriticRater", "GateRater"]
 
 
 class CriticRater:

@@ -138,7 +138,7 @@ class ReGuideLoopConfig(FrozenConfig):
     the method's."""
 
     demo_share: float = Field(default=0.2, gt=0.0, lt=1.0, description="the demos' share when fine-tuning")
-    guidance: dict[str, Any] = Field(default_factory=dict, description="vla_recover.reguide.ReGuideConfig fields")
+    guidance: dict[str, Any] = Field(default_factory=dict, description="vla_recover.train.reguide.ReGuideConfig fields")
 
 
 class LoopConfig(FrozenConfig):
@@ -386,7 +386,7 @@ class LoopConfig(FrozenConfig):
                     policy_config=self.round_policy_config(retrain),
                 )  # fmt: skip
         if self.loop_method.guided:
-            from vla_recover.reguide import ReGuideConfig
+            from vla_recover.train.reguide import ReGuideConfig
 
             validate_nested(ReGuideConfig, self.reguide.guidance, "reguide.guidance")
         return self

@@ -422,8 +422,9 @@ class LoopRun:
     def _guided_source(self, round_index: int, policy_dir: str) -> Any:
         """ReGuide for this round: dynamics and phase targets from every finished step's data so far."""
         from vla_recover.config import validate_config
+        from vla_recover.fleet.guided import GuidedChunks
         from vla_recover.policies.common.checkpoint import load_policy
-        from vla_recover.reguide import GuidedChunks, ReGuideConfig, build_reguide
+        from vla_recover.train.reguide import ReGuideConfig, build_reguide
 
         config = validate_config(ReGuideConfig, self.config.reguide.guidance, source="loop reguide.guidance")
         ids = list(self.results["demos"]["episode_ids"])

@@ -22,10 +22,10 @@ from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
 
 from vla_recover.config import FrozenConfig
+from vla_recover.critic.values import ValueNet, ValueTrainConfig, fit_value
 from vla_recover.data import EpisodeStore
 from vla_recover.recovery.detection import DetectorScore, branch_alerts, score_detector
 from vla_recover.recovery.labels import NEEDS_CORRECTION, UNLABELLED, correction_labels
-from vla_recover.train.values import ValueNet, ValueTrainConfig, fit_value
 
 __all__ = ["GATE_SCHEMA", "GateConfig", "RecoveryGate", "gate_features", "train_gate"]
 

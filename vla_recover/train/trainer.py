@@ -223,9 +223,9 @@ class Trainer:
     def _train_recovery_gate(self) -> np.ndarray:
         """Train the policy's recovery gate on the fleet's recorded failures among the training episodes; returns
         the rows that train the recovery head (the human corrections the sampler may draw)."""
+        from vla_recover.critic.values import ValueTrainConfig
         from vla_recover.data.schema import ACTORS
         from vla_recover.recovery import GateConfig, train_gate
-        from vla_recover.train.values import ValueTrainConfig
 
         head = getattr(self.policy.config, "recovery", None)
         assert head is not None and self.policy.recovery_gate is not None

@@ -17,10 +17,10 @@ from pydantic import Field, model_validator
 from torch.nn import functional as F
 
 from vla_recover.config import FrozenConfig
+from vla_recover.critic.values import ValueNet, ValueTrainConfig, bce_loss, fit_value, mse_loss
 from vla_recover.registry import Registry
 from vla_recover.train.reliability import value_reliability
 from vla_recover.train.steps import FAILED, SUCCEEDED, StepTable, trajectory_steps_to_go
-from vla_recover.train.values import ValueNet, ValueTrainConfig, bce_loss, fit_value, mse_loss
 
 __all__ = [
     "WEIGHTERS",

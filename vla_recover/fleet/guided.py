@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from vla_recover.fleet.inference import PolicyChunks
-from vla_recover.reguide.dynamics import policy_state_key
-from vla_recover.reguide.guidance import ReGuide
+from vla_recover.train.reguide import ReGuide, policy_state_key
 
 __all__ = ["GuidedChunks"]
 
@@ -18,7 +17,8 @@ class GuidedChunks(PolicyChunks):
     """``PolicyChunks`` plus ReGuide: chunks of drifted-but-recoverable robots are guided, the rest are the policy's.
 
     ``chunks`` counts the chunks predicted (one per robot per call), ``guided_chunks`` those that were guided.
-    The phase of each robot is judged from its observation window alone (stateless; see ``reguide.phases``).
+    The phase of each robot is judged from its observation window alone (stateless; see
+    ``vla_recover.train.reguide.phases``).
     """
 
     actor = "guided"

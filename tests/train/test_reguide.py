@@ -11,12 +11,12 @@ import torch
 
 from vla_recover.data.schema import EpisodeData
 from vla_recover.data.store import EpisodeStore
+from vla_recover.fleet.guided import GuidedChunks
 from vla_recover.fleet.inference import PolicyChunks
 from vla_recover.policies import Policy, build_policy
 from vla_recover.policies.common.checkpoint import save_policy
-from vla_recover.reguide import (
+from vla_recover.train.reguide import (
     DynamicsConfig,
-    GuidedChunks,
     PhaseConfig,
     PhaseTargets,
     ReGuide,

@@ -1,7 +1,9 @@
 """`Ros2Arm`: a `Robot` whose driver is a ROS 2 graph: joint states in, joint trajectory or position commands out.
 
 It joins the fleet as a hardware slot or sits behind `SafeRobot` like any arm. The transport is a ROS 2 transport
-(vla_recover.ros2.transport), so it works with rclpy or, where that is missing, over DDS directly.
+(vla_recover.ros2.transport), so it works with rclpy or, where that is missing, over DDS directly. It lives with the
+ROS 2 wire types rather than in `vla_recover.hardware`, so that the ROS 2 package imports the hardware one and never
+the other way round.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any, Literal
 import numpy as np
 
 from vla_recover.hardware.robot import Robot, RobotError
+from vla_recover.ros2 import idl
+from vla_recover.ros2.commands import command_struct, joint_command
 
 __all__ = ["Ros2Arm"]
 
@@ -54,9 +58,6 @@ class Ros2Arm(Robot):
         return self._transport is not None
 
     def connect(self) -> None:
-        from vla_recover.ros2 import idl
-        from vla_recover.ros2.commands import command_struct
-
         if self._transport is not None:
             return
         self._transport = self.make_transport()
@@ -92,8 +93,6 @@ class Ros2Arm(Robot):
             return {"state": self._position.astype(np.float32)}
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
-        from vla_recover.ros2.commands import joint_command
-
         if self._transport is None:
             raise RobotError(f"{self.name}: not connected")
         action = np.asarray(action, dtype=np.float64).reshape(-1)

@@ -1,4 +1,4 @@
-"""Small state-value networks the advantage weighters learn before the policy trains: a few seconds on a CPU."""
+"""Small state-value networks (the advantage weighters' and the recovery gate's) learned in seconds on a CPU."""
 
 from __future__ import annotations
 

@@ -37,8 +37,8 @@ from vla_recover.config import FrozenConfig
 from vla_recover.data.store import EpisodeStore
 from vla_recover.policies.common.base import GuidanceHook, Policy
 from vla_recover.policies.common.normalizer import Normalizer
-from vla_recover.reguide.dynamics import DynamicsConfig, LatentDynamics, policy_state_key, train_dynamics
-from vla_recover.reguide.phases import PhaseConfig, PhaseTargets, build_phase_targets
+from vla_recover.train.reguide.dynamics import DynamicsConfig, LatentDynamics, policy_state_key, train_dynamics
+from vla_recover.train.reguide.phases import PhaseConfig, PhaseTargets, build_phase_targets
 
 __all__ = ["REGUIDE_SCHEMA", "ReGuide", "ReGuideConfig", "build_reguide"]
 
