@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-__all__ = ["ConfigError", "FrozenConfig", "NestedConfigError", "load_yaml", "validate_config", "validate_nested"]
+__all__ = [
+    "ConfigError",
+    "FrozenConfig",
+    "NestedConfigError",
+    "load_yaml",
+    "read_saved_meta",
+    "validate_config",
+    "validate_nested",
+]
 
 C = TypeVar("C", bound=BaseModel)
 
@@ -102,3 +111,14 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(str(path), [f"expected a mapping of fields at the top, got a {type(data).__name__}"])
     return data
+
+
+def read_saved_meta(directory: Path, name: str, schema: int, what: str) -> dict[str, Any]:
+    """The JSON a saved artifact keeps beside its weights, checked to be one this version reads."""
+    path = directory / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not a {what} directory (no {name})")
+    meta: dict[str, Any] = json.loads(path.read_text())
+    if meta.get("schema_version") != schema:
+        raise ValueError(f"{path}: schema {meta.get('schema_version')}, this vla_recover reads {schema}")
+    return meta

@@ -21,7 +21,7 @@ from pydantic import Field
 from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
 
-from vla_recover.config import FrozenConfig
+from vla_recover.config import FrozenConfig, read_saved_meta
 from vla_recover.critic.values import ValueNet, ValueTrainConfig, fit_value
 from vla_recover.data import EpisodeStore
 from vla_recover.recovery.detection import DetectorScore, branch_alerts, score_detector
@@ -119,12 +119,7 @@ class RecoveryGate:
     @classmethod
     def load(cls, directory: str | Path) -> RecoveryGate:
         directory = Path(directory)
-        path = directory / _CONFIG
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: not a recovery gate directory (no {_CONFIG})")
-        meta = json.loads(path.read_text())
-        if meta.get("schema_version") != GATE_SCHEMA:
-            raise ValueError(f"{path}: schema {meta.get('schema_version')}, this vla_recover reads {GATE_SCHEMA}")
+        meta = read_saved_meta(directory, _CONFIG, GATE_SCHEMA, "recovery gate")
         config = GateConfig.model_validate(meta["config"])
         net = ValueNet(np.zeros((2, meta["input_dim"]), np.float32), tuple(meta["hidden"]))
         net.load_state_dict(load_file(str(directory / _WEIGHTS)), strict=True)

@@ -33,7 +33,7 @@ from pydantic import Field
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from vla_recover.config import FrozenConfig
+from vla_recover.config import FrozenConfig, read_saved_meta
 from vla_recover.data.store import EpisodeStore
 from vla_recover.policies.common.base import GuidanceHook, Policy
 from vla_recover.policies.common.normalizer import Normalizer
@@ -180,12 +180,7 @@ class ReGuide:
     @classmethod
     def load(cls, directory: str | Path) -> ReGuide:
         directory = Path(directory)
-        path = directory / _CONFIG
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: not a ReGuide directory (no {_CONFIG})")
-        meta = json.loads(path.read_text())
-        if meta.get("schema_version") != REGUIDE_SCHEMA:
-            raise ValueError(f"{path}: schema {meta.get('schema_version')}, this vla_recover reads {REGUIDE_SCHEMA}")
+        meta = read_saved_meta(directory, _CONFIG, REGUIDE_SCHEMA, "ReGuide")
         n_phases, width, dim = meta["prototype_shape"]
         dynamics = LatentDynamics(meta["latent_dim"], meta["action_dim"], meta["action_exec"], tuple(meta["hidden"]))
         targets = PhaseTargets(
