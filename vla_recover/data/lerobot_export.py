@@ -9,10 +9,11 @@ The directory is written under a temporary name beside ``out_dir`` and renamed i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,161 @@ class _DataWriter:
             self.writer.close()
 
 
+def _batches(rows: list[Any], step_bytes: int) -> Iterator[list[Any]]:
+    """Consecutive episodes whose steps fit ``_BATCH_BYTES`` together (at least one a batch): one store read each."""
+    i = 0
+    while i < len(rows):
+        batch = [rows[i]]
+        while i + len(batch) < len(rows) and (rows[i + len(batch)].stop - batch[0].start) * step_bytes < _BATCH_BYTES:
+            batch.append(rows[i + len(batch)])
+        yield batch
+        i += len(batch)
+
+
+def _add_index_columns(
+    values: dict[str, np.ndarray], n: int, fps: int, episode: int, first_frame: int, task_index: int
+) -> np.ndarray:
+    """LeRobot's index columns for one episode of ``n`` frames, added to ``values``; returns its frame index."""
+    frame_index = np.arange(n, dtype=np.int64)
+    values["timestamp"] = (frame_index / fps).astype(np.float32)
+    values["frame_index"] = frame_index
+    values["episode_index"] = np.full(n, episode, dtype=np.int64)
+    values["index"] = frame_index + first_frame
+    values["task_index"] = np.full(n, task_index, dtype=np.int64)
+    return frame_index
+
+
+def _episode_stats(
+    values: dict[str, np.ndarray], features: list[Feature], stats: dict[str, list[dict[str, np.ndarray]]]
+) -> dict[str, Any]:
+    """One episode's per-feature stats as its metadata columns; each is also kept in ``stats`` for the dataset's."""
+    columns: dict[str, Any] = {}
+    for f in features:
+        ep = episode_stats(values[f.name], f.dtype == "image")
+        stats[f.name].append(ep)
+        columns.update({f"stats/{f.name}/{k}": v.tolist() for k, v in ep.items()})
+    return {**columns, "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0}
+
+
+def _info(
+    features: list[Feature],
+    episodes: int,
+    frames: int,
+    tasks: int,
+    fps: int,
+    data_file_mb: int,
+    robot_type: str | None,
+    repo_id: str | None,
+) -> dict[str, Any]:
+    """LeRobot's ``meta/info.json``."""
+    info: dict[str, Any] = {
+        "codebase_version": CODEBASE_VERSION,
+        "robot_type": robot_type,
+        "total_episodes": episodes,
+        "total_frames": frames,
+        "total_tasks": tasks,
+        "chunks_size": CHUNKS_SIZE,
+        "data_files_size_in_mb": data_file_mb,
+        "video_files_size_in_mb": 200,
+        "fps": fps,
+        "splits": {"train": f"0:{episodes}"},
+        "data_path": DATA_PATH,
+        "video_path": None,
+        "features": {f.name: f.as_json() for f in features},
+    }
+    if repo_id:
+        info["repo_id"] = repo_id  # not read by LeRobot (it takes repo_id as an argument); a label
+    return info
+
+
+def _write_meta(
+    root: Path,
+    episodes_meta: list[dict[str, Any]],
+    tasks: dict[str, int],
+    stats: dict[str, list[dict[str, np.ndarray]]],
+    ours: dict[str, Any],
+    info: dict[str, Any],
+) -> None:
+    """The dataset's metadata files: episodes, tasks, stats, info, and this project's own provenance."""
+    pq, pa = require("pyarrow.parquet"), require("pyarrow")
+    path = root / EPISODES_PATH.format(chunk_index=0, file_index=0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(episodes_meta), path, compression="snappy")
+    pq.write_table(_tasks_table(tasks), root / TASKS)
+    dataset_stats = {name: {k: v.tolist() for k, v in aggregate_stats(s).items()} for name, s in stats.items()}
+    (root / STATS).write_text(json.dumps(dataset_stats, indent=2))
+    (root / OURS_META).write_text(json.dumps(ours, indent=1))
+    (root / INFO).write_text(json.dumps(info, indent=4))
+
+
+def _write_dataset(
+    store: EpisodeStore,
+    root: Path,
+    fps: int,
+    data_file_mb: int,
+    robot_type: str | None,
+    repo_id: str | None,
+    progress: Callable[[int, int], None] | None,
+) -> ExportReport:
+    """Every committed episode of ``store`` as a LeRobot dataset in the folder ``root``."""
+    pa = require("pyarrow")
+    rows = store.episodes()
+    columns = _columns(store.specs())
+    versions = store.names("policy_version")
+    index_features = [Feature(name, dtype, (1,)) for name, dtype in INDEX_FEATURES.items()]
+    derived = [Feature(ACTION_CHOSEN, "bool", (1,))] if "actor" in store.specs() else []
+    features = [c.feature for c in columns] + derived + index_features
+    writer = _DataWriter(root, features, data_file_mb)
+    tasks: dict[str, int] = {}
+    episodes_meta: list[dict[str, Any]] = []
+    ours_episodes: list[dict[str, Any]] = []
+    stats: dict[str, list[dict[str, np.ndarray]]] = {f.name: [] for f in features}
+    step_bytes = sum(max(1, int(np.prod(c.spec.shape))) * np.dtype(c.spec.dtype).itemsize for c in columns)
+    frames = 0
+    for batch in _batches(rows, step_bytes):
+        lo, hi = batch[0].start, batch[-1].stop
+        data = {c.key: store.read(c.key, lo, hi) for c in columns}
+        for row in batch:
+            n, e = row.length, len(episodes_meta)
+            task_text = row.instruction or row.task
+            values = {c.feature.name: data[c.key][row.start - lo : row.stop - lo] for c in columns}
+            if derived:
+                values[ACTION_CHOSEN] = ~np.isin(values[to_lerobot_key("actor")], _UNCHOSEN_CODES)
+            frame_index = _add_index_columns(values, n, fps, e, frames, tasks.setdefault(task_text, len(tasks)))
+            table = pa.table({f.name: _arrow_column(values[f.name], f, frame_index) for f in features})
+            chunk, file = writer.location(table.nbytes)
+            writer.add(table)
+            meta: dict[str, Any] = {
+                "episode_index": e, "tasks": [task_text], "length": n,
+                "data/chunk_index": chunk, "data/file_index": file,
+                "dataset_from_index": frames, "dataset_to_index": frames + n,
+            }  # fmt: skip
+            meta.update(_episode_stats(values, features, stats))
+            episodes_meta.append(meta)
+            ours_episodes.append(
+                {"id": row.id, "robot": row.robot, "task": row.task, "instruction": row.instruction,
+                 "outcome": row.outcome, "phases": list(row.phases), "info": row.info}
+            )  # fmt: skip
+            frames += n
+            if progress is not None:
+                progress(e + 1, len(rows))
+        writer.flush()
+    writer.close()
+    ours = {
+        "format": 1,
+        "actors": list(ACTORS),
+        "derived": [f.name for f in derived],
+        "policy_versions": {str(code): name for code, name in versions.items()},
+        "keys": {c.feature.name: {"key": c.key, **c.spec.as_json()} for c in columns},
+        "episodes": ours_episodes,
+    }
+    info = _info(features, len(episodes_meta), frames, len(tasks), fps, data_file_mb, robot_type, repo_id)
+    _write_meta(root, episodes_meta, tasks, stats, ours, info)
+    return ExportReport(
+        root, len(episodes_meta), frames, len(tasks), {c.key: c.feature.name for c in columns}, writer.files
+    )
+
+
 def export_lerobot(
     store_path: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
@@ -214,8 +370,7 @@ def export_lerobot(
     ``action_chosen`` says per frame whether anyone chose its action (False on holds and rewind rows). The
     instruction is the LeRobot task string. ``progress(done, total)`` is called after each episode.
     """
-    pq = require("pyarrow.parquet")
-    pa = require("pyarrow")
+    require("pyarrow.parquet")  # missing pyarrow is said before any work
     if fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}")
     out = Path(out_dir)
@@ -225,108 +380,15 @@ def export_lerobot(
         rows = store.episodes()
         if not rows:
             raise LeRobotFormatError(f"{store.path}: no committed episodes to export")
-        columns = _columns(store.specs())
-        versions = store.names("policy_version")
         tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         try:
-            index_features = [Feature(name, dtype, (1,)) for name, dtype in INDEX_FEATURES.items()]
-            derived = [Feature(ACTION_CHOSEN, "bool", (1,))] if "actor" in store.specs() else []
-            features = [c.feature for c in columns] + derived + index_features
-            writer = _DataWriter(tmp, features, data_file_mb)
-            tasks: dict[str, int] = {}
-            episodes_meta: list[dict[str, Any]] = []
-            ours_episodes: list[dict[str, Any]] = []
-            stats: dict[str, list[dict[str, np.ndarray]]] = {f.name: [] for f in features}
-            step_bytes = sum(max(1, int(np.prod(c.spec.shape))) * np.dtype(c.spec.dtype).itemsize for c in columns)
-            frames = 0
-            i = 0
-            while i < len(rows):
-                batch = [rows[i]]  # episodes whose steps together fit _BATCH_BYTES (at least one)
-                while (
-                    i + len(batch) < len(rows)
-                    and (rows[i + len(batch)].stop - batch[0].start) * step_bytes < _BATCH_BYTES
-                ):
-                    batch.append(rows[i + len(batch)])  # fmt: skip
-                lo, hi = batch[0].start, batch[-1].stop
-                data = {c.key: store.read(c.key, lo, hi) for c in columns}
-                for row in batch:
-                    n, e = row.length, len(episodes_meta)
-                    task_text = row.instruction or row.task
-                    task_index = tasks.setdefault(task_text, len(tasks))
-                    frame_index = np.arange(n, dtype=np.int64)
-                    values = {c.feature.name: data[c.key][row.start - lo : row.stop - lo] for c in columns}
-                    if derived:
-                        values[ACTION_CHOSEN] = ~np.isin(values[to_lerobot_key("actor")], _UNCHOSEN_CODES)
-                    values["timestamp"] = (frame_index / fps).astype(np.float32)
-                    values["frame_index"] = frame_index
-                    values["episode_index"] = np.full(n, e, dtype=np.int64)
-                    values["index"] = frame_index + frames
-                    values["task_index"] = np.full(n, task_index, dtype=np.int64)
-                    table = pa.table({f.name: _arrow_column(values[f.name], f, frame_index) for f in features})
-                    chunk, file = writer.location(table.nbytes)
-                    writer.add(table)
-                    meta: dict[str, Any] = {
-                        "episode_index": e, "tasks": [task_text], "length": n,
-                        "data/chunk_index": chunk, "data/file_index": file,
-                        "dataset_from_index": frames, "dataset_to_index": frames + n,
-                    }  # fmt: skip
-                    for f in features:
-                        ep = episode_stats(values[f.name], f.dtype == "image")
-                        stats[f.name].append(ep)
-                        meta.update({f"stats/{f.name}/{k}": v.tolist() for k, v in ep.items()})
-                    meta.update({"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})
-                    episodes_meta.append(meta)
-                    ours_episodes.append(
-                        {"id": row.id, "robot": row.robot, "task": row.task, "instruction": row.instruction,
-                         "outcome": row.outcome, "phases": list(row.phases), "info": row.info}
-                    )  # fmt: skip
-                    frames += n
-                    if progress is not None:
-                        progress(e + 1, len(rows))
-                writer.flush()
-                i += len(batch)
-            writer.close()
-            path = tmp / EPISODES_PATH.format(chunk_index=0, file_index=0)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(pa.Table.from_pylist(episodes_meta), path, compression="snappy")
-            pq.write_table(_tasks_table(tasks), tmp / TASKS)
-            dataset_stats = {name: {k: v.tolist() for k, v in aggregate_stats(s).items()} for name, s in stats.items()}
-            (tmp / STATS).write_text(json.dumps(dataset_stats, indent=2))
-            ours = {
-                "format": 1,
-                "actors": list(ACTORS),
-                "derived": [f.name for f in derived],
-                "policy_versions": {str(code): name for code, name in versions.items()},
-                "keys": {c.feature.name: {"key": c.key, **c.spec.as_json()} for c in columns},
-                "episodes": ours_episodes,
-            }
-            (tmp / OURS_META).write_text(json.dumps(ours, indent=1))
-            info = {
-                "codebase_version": CODEBASE_VERSION,
-                "robot_type": robot_type,
-                "total_episodes": len(episodes_meta),
-                "total_frames": frames,
-                "total_tasks": len(tasks),
-                "chunks_size": CHUNKS_SIZE,
-                "data_files_size_in_mb": data_file_mb,
-                "video_files_size_in_mb": 200,
-                "fps": fps,
-                "splits": {"train": f"0:{len(episodes_meta)}"},
-                "data_path": DATA_PATH,
-                "video_path": None,
-                "features": {f.name: f.as_json() for f in features},
-            }
-            if repo_id:
-                info["repo_id"] = repo_id  # not read by LeRobot (it takes repo_id as an argument); a label
-            (tmp / INFO).write_text(json.dumps(info, indent=4))
+            report = _write_dataset(store, tmp, fps, data_file_mb, robot_type, repo_id, progress)
             if out.exists():
                 shutil.rmtree(out)
             os.replace(tmp, out)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-    return ExportReport(
-        out, len(episodes_meta), frames, len(tasks), {c.key: c.feature.name for c in columns}, writer.files
-    )
+    return dataclasses.replace(report, out=out)

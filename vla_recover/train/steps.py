@@ -109,16 +109,9 @@ def build_step_table(
         successor[ends] = -1
         successor[lo:hi][rewind[lo:hi]] = -1
         terminal_success[hi - 1] = success
-        last_takeover_end, previous_kind = 0, "autonomous"
-        for start, stop, kind in sorted(segments):
-            if kind == "intervention":
-                rows_ = slice(lo + start, lo + stop)
-                if np.count_nonzero(human_actor[rows_] & ~rewind[rows_]) >= min_intervention_steps:
-                    last_takeover_end = max(last_takeover_end, stop)
-            if kind in ("intervention", "rewind") and previous_kind == "autonomous":  # a takeover began here
-                window = slice(lo + max(0, start - pre_intervention_steps), lo + start)
-                pre[window] = executed[window] & ~rewind[window]
-            previous_kind = kind
+        last_takeover_end = _mark_takeovers(
+            segments, lo, human_actor, executed, rewind, pre, pre_intervention_steps, min_intervention_steps
+        )
         labelled = np.zeros(hi - lo, dtype=bool)
         labelled[last_takeover_end:] = True
         labelled &= executed[lo:hi] & ~rewind[lo:hi]
@@ -139,6 +132,31 @@ def build_step_table(
         progress=np.asarray(store.read("progress"), dtype=np.float32),
         supervision=segments_by_episode,
     )
+
+
+def _mark_takeovers(
+    segments: list[tuple[int, int, str]],
+    lo: int,
+    human: np.ndarray,
+    executed: np.ndarray,
+    rewind: np.ndarray,
+    pre: np.ndarray,
+    pre_steps: int,
+    min_steps: int,
+) -> int:
+    """Mark in ``pre`` the policy's steps just before each takeover of the episode starting at row ``lo``; return
+    the end (within the episode) of its last intervention of at least ``min_steps`` human steps (0 if none)."""
+    last_takeover_end, previous_kind = 0, "autonomous"
+    for start, stop, kind in sorted(segments):
+        if kind == "intervention":
+            rows = slice(lo + start, lo + stop)
+            if np.count_nonzero(human[rows] & ~rewind[rows]) >= min_steps:
+                last_takeover_end = max(last_takeover_end, stop)
+        if kind in ("intervention", "rewind") and previous_kind == "autonomous":  # a takeover began here
+            window = slice(lo + max(0, start - pre_steps), lo + start)
+            pre[window] = executed[window] & ~rewind[window]
+        previous_kind = kind
+    return last_takeover_end
 
 
 def trajectory_steps_to_go(table: StepTable) -> np.ndarray:
