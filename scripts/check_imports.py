@@ -7,6 +7,11 @@ layer above; packages sharing a line (``a | b``) are independent and import neit
 function-local and ``TYPE_CHECKING`` ones included. Module names come from ``[tool.setuptools.package-dir]``, so
 ``envs/`` is checked as ``vla_recover.envs`` like the installed package. Each layer must hold at least one module
 and the contract must see at least one import between layers, so a contract that reads nothing fails too.
+
+``[tool.vla_recover.private]`` names what only some packages may touch: a module (``"vla_recover.data.index"``)
+that only the listed packages may import, or an attribute (``"._index"``) only they may read. These rules also run
+over ``tests/`` and ``benchmarks/`` (as the packages ``tests`` and ``benchmarks``), so no test reaches past a public
+API either.
 """
 
 from __future__ import annotations
@@ -64,6 +69,29 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
     return found
 
 
+def _attributes(path: Path) -> list[tuple[int, str]]:
+    return [(n.lineno, n.attr) for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Attribute)]
+
+
+def _private_uses(root: Path, files: dict[str, Path], private: dict[str, list[str]]) -> list[Violation]:
+    """Imports of a private module and reads of a private attribute from outside the packages allowed them."""
+    scanned = dict(files)
+    for extra in ("tests", "benchmarks"):
+        scanned.update(_module_files(root, {extra: extra}) if (root / extra).is_dir() else {})
+    violations: list[Violation] = []
+    for module, path in scanned.items():
+        for name, allowed in private.items():
+            if any(module == a or module.startswith(a + ".") for a in allowed):
+                continue
+            if name.startswith("."):
+                uses = [(line, attr) for line, attr in _attributes(path) if attr == name[1:]]
+            else:
+                uses = [(line, i) for line, i in _imports(path, module) if i == name or i.startswith(name + ".")]
+            why = f"{name} is private to {', '.join(allowed)}"
+            violations.extend(Violation(path.relative_to(root), line, module, used, why) for line, used in uses)
+    return violations
+
+
 def _layer_of(module: str, layers: list[list[str]]) -> tuple[int, str] | None:
     for depth, packages in enumerate(layers):
         for package in packages:
@@ -84,7 +112,7 @@ def check(root: Path) -> tuple[list[Violation], int]:
     empty = [p for packages in layers for p in packages if not any(_layer_of(m, [[p]]) for m in files)]
     if empty:
         raise SystemExit(f"import_layers: {empty[0]!r} holds no module under {root}; the contract would read nothing")
-    violations: list[Violation] = []
+    violations = _private_uses(root, files, project["tool"]["vla_recover"].get("private", {}))
     checked = 0
     for module, path in files.items():
         own = _layer_of(module, layers)

@@ -21,12 +21,12 @@ def _checker() -> ModuleType:
     return module
 
 
-def _project(tmp_path: Path, layers: list[str], files: dict[str, str]) -> Path:
+def _project(tmp_path: Path, layers: list[str], files: dict[str, str], private: str = "") -> Path:
     """A toy project: ``pkg`` in pkg/ and ``pkg.parts`` in parts/ (mapped like vla_recover.envs is)."""
     quoted = ", ".join(f'"{line}"' for line in layers)
     (tmp_path / "pyproject.toml").write_text(
         '[tool.setuptools.package-dir]\n"pkg" = "pkg"\n"pkg.parts" = "parts"\n\n'
-        f"[tool.vla_recover]\nimport_layers = [{quoted}]\n"
+        f"[tool.vla_recover]\nimport_layers = [{quoted}]\n\n[tool.vla_recover.private]\n{private}"
     )
     for name, text in files.items():
         path = tmp_path / name
@@ -80,3 +80,29 @@ def test_a_layer_that_names_no_module_is_an_error(tmp_path: Path) -> None:
 def test_a_contract_that_sees_no_import_between_layers_fails(tmp_path: Path) -> None:
     root = _project(tmp_path, ["pkg.core", "pkg.parts"], {"pkg/core.py": "", "parts/__init__.py": ""})
     assert _checker().main([str(root)]) == 1
+
+
+def test_a_private_module_or_attribute_used_outside_its_package_breaks_the_contract(tmp_path: Path) -> None:
+    root = _project(
+        tmp_path,
+        ["pkg.core", "pkg.parts"],
+        {
+            "pkg/__init__.py": "",
+            "pkg/core/__init__.py": "from pkg.core.store import Store\n",
+            "pkg/core/store.py": "from pkg.core import index\nclass Store:\n    _index = None\n",
+            "pkg/core/index.py": "",
+            "pkg/core/use.py": "from pkg.parts import arm\n",
+            "parts/__init__.py": "",
+            "parts/arm.py": "",
+            "pkg/loop.py": "from pkg.core.index import Index\n",
+            "tests/__init__.py": "",
+            "tests/test_store.py": "def test(store):\n    return store._index\n",
+        },
+        private='"pkg.core.index" = ["pkg.core"]\n"._index" = ["pkg.core"]\n',
+    )
+    violations, _ = _checker().check(root)
+    assert sorted((str(v.path), v.line, v.imported) for v in violations) == [
+        ("pkg/loop.py", 1, "pkg.core.index.Index"),
+        ("tests/test_store.py", 2, "_index"),
+    ]
+    assert "private to pkg.core" in violations[0].why

@@ -105,7 +105,7 @@ def test_roles_and_csrf_guard_every_action(console: dict[str, Any]) -> None:
     assert console["runner"].snapshot()["robots"][1]["paused"]
     assert floor.post("/api/robots/sim01/resume", json={}, headers=floor_csrf).json() == {"ok": True}
     with EpisodeStore(console["store"]) as store:
-        actors = {(e.kind, e.actor) for e in store.index.events(robot="sim01")}
+        actors = {(e.kind, e.actor) for e in store.events(robot="sim01")}
     assert {("pause", "fred"), ("resume", "fred")} <= actors  # every operator action is an event with the user
 
 
@@ -152,7 +152,7 @@ def test_takeover_drive_rewind_and_hand_back_only_as_the_lease_holder(console: d
     assert done.json() == {"ok": True}
     wait_for_state(console, "sim00", {"autonomous", "episode_done", "resetting", "idle"})
     with EpisodeStore(console["store"]) as store:
-        events = [(e.kind, e.actor) for e in store.index.events(robot="sim00")]
+        events = [(e.kind, e.actor) for e in store.events(robot="sim00")]
     for kind, actor in (("takeover_requested", "fred"), ("takeover_granted", "tess"), ("takeover_refused", "tom"),
                         ("rewind", "tess"), ("takeover_released", "tess"), ("correction_done", "tess")):  # fmt: skip
         assert (kind, actor) in events, kind
@@ -257,7 +257,7 @@ def test_episodes_filter_by_who_acted_and_a_floor_operator_relabels_a_segment(co
         assert response.status_code == status, response.text
     assert floor.post("/api/episodes/99999/segments", json=label, headers=csrf).status_code == 404
     with EpisodeStore(console["store"]) as store:
-        assert [(e.actor, e.episode) for e in store.index.events(kind="segment_relabelled")] == [("fred", target)]
+        assert [(e.actor, e.episode) for e in store.events(kind="segment_relabelled")] == [("fred", target)]
 
 
 def test_a_server_fault_is_an_error_message_not_a_traceback(console: dict[str, Any], monkeypatch: Any) -> None:

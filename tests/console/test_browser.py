@@ -175,6 +175,6 @@ def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: 
         rows = [r for r in store.episodes() if r.robot == "sim00"]
         episode = store.episode(rows[0].id)
         human = episode["action"][np.asarray(episode["intervention"], dtype=bool)]
-        events = [(e.kind, e.actor) for e in store.index.events(robot="sim00")]
+        events = [(e.kind, e.actor) for e in store.events(robot="sim00")]
     assert (human[:, 2] > 0.5).sum() >= 5  # the R key raised the gripper for many steps
     assert ("takeover_requested", "fred") in events and ("rewind", "tess") in events

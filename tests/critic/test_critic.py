@@ -81,14 +81,14 @@ def test_label_writes_critic_segments_and_relabelling_replaces_them(
     summary = json.loads(result.output.strip().splitlines()[-1])
     with EpisodeStore(expert_store) as store:
         episodes = load_episodes(store, ("obs.state",))
-        segments = store.index.segments(source="critic")
+        segments = store.segments(source="critic")
         for episode in episodes:  # every step covered exactly once
             mine = sorted((s.start, s.stop) for s in segments if s.episode == episode.id)
             assert mine[0][0] == 0 and mine[-1][1] == episode.length
             assert all(a[1] == b[0] for a, b in itertools.pairwise(mine))
         assert sum(summary["steps_by_kind"].values()) == sum(e.length for e in episodes)
         assert summary["steps_by_kind"].get("progress", 0) > 0.5 * sum(e.length for e in episodes)
-        assert len([e for e in store.index.events(kind="labels_written")]) == 2 * len(episodes)
+        assert len([e for e in store.events(kind="labels_written")]) == 2 * len(episodes)
 
 
 def test_cli_trains_plots_and_refuses_bad_input(expert_store: Path, trained: tuple[Path, dict], tmp_path: Path) -> None:

@@ -99,7 +99,7 @@ def test_critic_tune_fits_saves_and_label_uses_it_until_the_critic_is_retrained(
     result = runner.invoke(app, ["label", "--store", str(store), "--critic", str(critic), "--config", str(rule)])
     assert result.exit_code == 2 and "no tuned segmenter; make one with vla-recover critic tune" in result.output
     with EpisodeStore(store) as opened:
-        assert not opened.index.segments(source="critic")  # nothing written
+        assert not opened.segments(source="critic")  # nothing written
     result = runner.invoke(app, ["critic", "tune", "--store", str(store), "--critic", str(critic), "--trees", "10"])
     assert result.exit_code == 0, result.output
     metrics = json.loads(result.output.strip().splitlines()[-1])
@@ -122,7 +122,7 @@ def test_critic_tune_fits_saves_and_label_uses_it_until_the_critic_is_retrained(
     assert result.exit_code == 0, result.output
     assert json.loads(result.output.strip().splitlines()[-1])["segmenter"] == "tuned"
     with EpisodeStore(store) as opened:
-        assert {e.payload["segmenter"] for e in opened.index.events(kind="labels_written")} == {"tuned"}
+        assert {e.payload["segmenter"] for e in opened.events(kind="labels_written")} == {"tuned"}
 
     loaded.save(critic)  # a critic saved over the directory drops the segmenter tuned on the old one
     assert not any((critic / name).exists() for name in TUNED_FILES)

@@ -306,7 +306,7 @@ def test_recorder_commits_what_several_worker_processes_send(tmp_path: Path) -> 
                 expected = synthetic_episode(i)
                 stored = store.episode(found[i])
                 assert np.array_equal(stored["action"], expected.steps["action"])
-        views = project_robots(store.index)
+        views = project_robots(store)
         assert views["robot1"].state == "idle" and "robot9" not in {r.robot for r in store.episodes()}
 
 
@@ -365,7 +365,7 @@ def test_sampler_windows_pad_at_episode_edges(tmp_path: Path) -> None:
 def test_sampler_filters_and_weights(tmp_path: Path) -> None:
     with EpisodeStore(tmp_path / "s", mode="a") as store:
         store.append_episodes([synthetic_episode(i) for i in range(9)])
-        store.index.insert_segment(0, 0, 4, "progress", "critic")
+        store.write_segments(0, "critic", [(0, 4, "progress", None)], actor="test", event="labels_written", payload={})
     store = EpisodeStore(tmp_path / "s")
     rows = store.episodes()
     success = WindowSampler(store, outcomes=["success"])
@@ -438,3 +438,66 @@ def test_summary_shows_who_chose_the_steps_and_each_policy_version(tmp_path: Pat
         "round_1-0123456789ab": {"steps": 5, "episodes": 1, "successes": 1},
         "round_2-ba9876543210": {"steps": 3, "episodes": 1, "successes": 1},
     }
+
+
+def _episode_by(actor: list[str], version: str, segments: list[tuple[int, int, str]], robot: str) -> EpisodeData:
+    n = len(actor)
+    steps = {"obs.state": np.zeros((n, 2), np.float32), "action": np.zeros((n, 2), np.float32)}
+    versions = [version if a == "policy" else "" for a in actor]
+    return EpisodeData(task="T", steps=steps, robot=robot, actor=actor, policy_version=versions, segments=segments)
+
+
+def test_the_store_api_finds_episodes_by_robot_policy_version_and_intervention(tmp_path: Path) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episodes([
+            _episode_by(["policy"] * 6, "v1", [(0, 6, "autonomous")], "a"),
+            _episode_by(["policy"] * 3 + ["human"] * 3, "v2", [(0, 3, "autonomous"), (3, 6, "intervention")], "b"),
+            _episode_by(["scripted"] * 6, "", [], "a"),
+        ])  # fmt: skip
+    store = EpisodeStore(tmp_path / "s")
+    assert [r.id for r in store.find_episodes(robot="a")] == [0, 2]
+    assert [r.id for r in store.find_episodes(policy_version="v2")] == [1]
+    assert [r.id for r in store.find_episodes(policy_version="never")] == []
+    assert [r.id for r in store.find_episodes(intervened=True)] == [1]
+    assert [r.id for r in store.find_episodes(robot="a", intervened=False)] == [0, 2]
+    assert [(s.start, s.kind) for s in store.segments(episode=1)] == [(0, "autonomous"), (3, "intervention")]
+    assert [s.episode for s in store.segments(kind="intervention")] == [1]
+    assert [e.episode for e in store.events(kind="episode_recorded", episode=2)] == [2]
+
+
+def test_segments_are_written_with_their_event_in_one_transaction_and_a_relabel_replaces_its_source(
+    tmp_path: Path,
+) -> None:
+    with EpisodeStore(tmp_path / "s", mode="a") as store:
+        store.append_episodes([synthetic_episode(i) for i in range(2)])
+        first = store.write_segments(
+            0, "critic", [(0, 2, "progress", 0.5), (2, 4, "idle", None)], actor="critic", event="labels_written",
+            payload={"segmenter": "slope"},
+        )  # fmt: skip
+        again = store.write_segments(
+            0, "critic", [(0, 4, "recovery", 0.9)], actor="critic", event="labels_written", payload={}, replace=True
+        )
+        with pytest.raises(SchemaError, match="segment kind"):  # the bad second segment: nothing of this call lands
+            store.write_segments(1, "human", [(0, 1, "idle", None), (1, 2, "nonsense", None)], actor="ann",
+                                 event="segment_relabelled", payload={})  # fmt: skip
+        with pytest.raises(KeyError, match="episode 7 is not in"):
+            store.write_segments(7, "human", [(0, 1, "idle", None)], actor="ann", event="x", payload={})
+        store.append_events(
+            [("note", "ann", {"n": 1}, "robot0", None, 123.0), ("note", "bob", {"n": 2}, None, 1, None)]
+        )
+    store = EpisodeStore(tmp_path / "s")
+    assert [(s.start, s.stop, s.kind, s.score) for s in store.segments(episode=0, source="critic")] == [
+        (0, 4, "recovery", 0.9)
+    ]
+    assert store.segments(episode=1, source="human") == []
+    labels = store.events(kind="labels_written", episode=0)
+    assert [e.payload["segment_ids"] for e in labels] == [first, again]
+    assert labels[0].payload["segmenter"] == "slope"
+    assert store.events(kind="segment_relabelled") == []
+    logged = store.events(kind="note")
+    assert [(e.actor, e.robot, e.episode) for e in logged] == [("ann", "robot0", None), ("bob", None, 1)]
+    assert logged[0].time == 123.0 and logged[0].payload == {"n": 1}
+    with pytest.raises(PermissionError, match="read-only"):
+        store.write_segments(0, "human", [(0, 1, "idle", None)], actor="ann", event="x", payload={})
+    with pytest.raises(PermissionError, match="read-only"):
+        store.append_event("note", "ann", {})

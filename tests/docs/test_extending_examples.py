@@ -159,7 +159,7 @@ def test_new_method_runs_a_loop_round_with_its_weighter(load_example: LoadExampl
 
     # the run store's log holds the round's training result, with what the weighter reported
     with EpisodeStore(tmp_path / "run" / "store") as store:
-        results = {e.payload["step"]: e.payload["result"] for e in store.index.events(kind=DONE)}
+        results = {e.payload["step"]: e.payload["result"] for e in store.events(kind=DONE)}
     weights = results["round_1.train"]["weights"]
     assert weights["weighter"] == "outcome_bc"
     # the weak base policy failed in the fleet; with failure_weight 0 its doubtful steps were the only ones left out

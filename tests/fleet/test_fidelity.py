@@ -136,7 +136,7 @@ def test_a_policy_sees_the_same_history_at_a_hand_back_in_the_fleet_and_in_train
     finally:
         fleet.close()
     with EpisodeStore(tmp_path) as store:
-        segments = [s.kind for s in store.index.segments()]
+        segments = [s.kind for s in store.segments()]
         assert segments == ["autonomous", "intervention", "rewind", "intervention", "autonomous"]
         start = store.episodes()[0].start
         sampler = WindowSampler(store, WindowSpec(("obs.state",), obs_horizon=3, action_horizon=4))

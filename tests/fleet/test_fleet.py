@@ -53,11 +53,11 @@ def test_fleet_records_every_attempt_with_segments_and_events(tmp_path: Path) ->
     with EpisodeStore(tmp_path / "store") as store:
         rows = store.episodes()
         assert [r.length for r in rows] == [40, 40, 40] and {r.robot for r in rows} == {"sim00", "sim01"}
-        segments = store.index.segments()
+        segments = store.segments()
         assert {(s.start, s.stop, s.kind) for s in segments} == {(0, 40, "autonomous")}
-        kinds = [e.kind for e in store.index.events()]
+        kinds = [e.kind for e in store.events()]
         assert kinds.count("episode_started") == 3 and kinds.count("episode_recorded") == 3
-        states = [e.payload["state"] for e in store.index.events(robot="sim00", kind="slot_state")]
+        states = [e.payload["state"] for e in store.events(robot="sim00", kind="slot_state")]
         assert states[:4] == ["resetting", "idle", "autonomous", "episode_done"]
 
 
@@ -74,7 +74,7 @@ def test_simulated_operators_take_over_rewind_and_hand_back(tmp_path: Path) -> N
     assert summary["operator_s"]["floor"] > 0 and summary["operator_s"]["teleop"] > 0
     assert summary["successes_per_operator_hour"] is not None
     with EpisodeStore(tmp_path / "store") as store:
-        kinds = {s.kind for s in store.index.segments()}
+        kinds = {s.kind for s in store.segments()}
         assert {"autonomous", "intervention", "rewind"} <= kinds
         episode = store.episode(store.episodes()[0].id)
         actors = [ACTORS[a] for a in episode["actor"]]
@@ -85,7 +85,7 @@ def test_simulated_operators_take_over_rewind_and_hand_back(tmp_path: Path) -> N
         # the teleoperator's reaction time is a hold inside the takeover, chosen by no one
         first_hold = actors.index("hold")
         assert intervention[first_hold] and actors[first_hold - 1] == "policy"
-        events = {e.kind for e in store.index.events()}
+        events = {e.kind for e in store.events()}
         assert {"takeover_requested", "takeover_granted", "rewind", "takeover_released", "reset"} <= events
 
 
@@ -120,7 +120,7 @@ def test_sigkill_of_a_worker_mid_episode_loses_nothing_else(tmp_path: Path) -> N
         assert len(aborted) == 1 and aborted[0].robot == "sim00" and aborted[0].length == kept
         assert sorted(r.outcome for r in rows) == ["aborted", "truncated", "truncated"]
         assert [r.length for r in rows if r.outcome == "truncated"] == [30, 30]
-        assert any(e.kind == "fault" for e in store.index.events(robot="sim00"))
+        assert any(e.kind == "fault" for e in store.events(robot="sim00"))
 
 
 def _stored(store_path: Path) -> list[tuple[str, str, int, np.ndarray, np.ndarray]]:
@@ -253,7 +253,7 @@ def test_nan_and_out_of_range_actions_are_rejected_and_the_robot_holds(tmp_path:
         actions = store.episode(0)["action"]
         assert np.isfinite(actions).all() and np.abs(actions).max() <= 1.0
         np.testing.assert_array_equal(actions[0], [0, 0, 0, 0, -1.0])  # the hold keeps the gripper as it was
-        reasons = [e.payload["reason"] for e in store.index.events(kind="action_rejected")]
+        reasons = [e.payload["reason"] for e in store.events(kind="action_rejected")]
         assert any("NaN" in r for r in reasons) and any("out of range" in r for r in reasons)
 
 
@@ -292,7 +292,7 @@ def test_device_disconnect_puts_the_robot_in_hold_within_one_tick(tmp_path: Path
     finally:
         fleet.close()
     with EpisodeStore(tmp_path / "store") as store:
-        assert any("disconnected" in e.payload["reason"] for e in store.index.events(kind="lease_lost"))
+        assert any("disconnected" in e.payload["reason"] for e in store.events(kind="lease_lost"))
 
 
 def test_lease_expiry_during_teleop_holds_the_robot_and_refuses_stale_commands(tmp_path: Path) -> None:
@@ -415,11 +415,9 @@ def test_rewind_to_the_last_in_distribution_state_and_corrections_as_episodes(tm
         full, correction = store.episodes()
         # 10 steps, 5 rewound (recorded in reverse), then env steps 5..39 again: 10 + 5 + 35
         assert full.length == 50 and correction.length == 3 and correction.info["correction"]
-        kinds = [(s.start, s.stop, s.kind) for s in store.index.segments(episode=full.id)]
+        kinds = [(s.start, s.stop, s.kind) for s in store.segments(episode=full.id)]
         assert kinds == [(0, 10, "autonomous"), (10, 15, "rewind"), (15, 18, "intervention"), (18, 50, "autonomous")]
-        assert [(s.start, s.stop, s.kind) for s in store.index.segments(episode=correction.id)] == [
-            (0, 3, "intervention")
-        ]
+        assert [(s.start, s.stop, s.kind) for s in store.segments(episode=correction.id)] == [(0, 3, "intervention")]
 
 
 def test_a_rewind_never_undoes_a_correction_already_handed_back(tmp_path: Path) -> None:
@@ -465,8 +463,8 @@ def test_remote_commands_need_the_lease_and_are_checked(tmp_path: Path) -> None:
     finally:
         fleet.close()
     with EpisodeStore(tmp_path / "store") as store:
-        assert [e.kind for e in store.index.events(kind="command_refused")] == ["command_refused"]
-        assert len(store.index.events(kind="action_rejected")) == 1
+        assert [e.kind for e in store.events(kind="command_refused")] == ["command_refused"]
+        assert len(store.events(kind="action_rejected")) == 1
 
 
 def test_the_fleet_stops_when_the_operator_budget_is_spent(tmp_path: Path) -> None:
@@ -493,4 +491,4 @@ def test_a_guided_source_is_recorded_as_the_guided_actor_with_the_episode_tags(t
         episode = store.episode(row.id)
         assert set(episode["actor"].tolist()) == {ACTORS.index("guided")}
         assert not episode["intervention"].any()
-        assert [s.kind for s in store.index.segments(row.id, source="supervision")] == ["autonomous"]
+        assert [s.kind for s in store.segments(row.id, source="supervision")] == ["autonomous"]

@@ -61,5 +61,5 @@ def test_fake_robots_join_the_fleet_beside_sim_workers(tmp_path: Path) -> None:
     with EpisodeStore(tmp_path / "store") as store:
         robots = {r.robot: r for r in store.episodes()}
         assert set(robots) == {"sim00", "fake00"}
-        kinds = [s.kind for s in store.index.segments(episode=robots["fake00"].id)]
+        kinds = [s.kind for s in store.segments(episode=robots["fake00"].id)]
         assert kinds == ["autonomous", "intervention", "rewind", "autonomous"]

@@ -133,7 +133,7 @@ def test_two_teleoperators_serve_two_failing_robots_at_once_and_the_response_is_
                 continue
             actors = store.read("actor", row.start + failure["onset_row"], row.start + failure["end_row"] + 1)
             assert actors[0] == ACTORS.index("policy")
-            starts = [seg.start for seg in store.index.segments(episode=row.id) if seg.kind == "intervention"]
+            starts = [seg.start for seg in store.segments(episode=row.id) if seg.kind == "intervention"]
             assert failure["end_row"] in starts or failure["end_row"] + 1 in starts
 
 
@@ -307,7 +307,7 @@ def test_a_teleoperator_handing_a_robot_back_takes_the_next_only_after_the_hand_
     )
     summary = build_fleet(config).run()
     with EpisodeStore(tmp_path / "store") as store:
-        events = [e for e in store.index.events() if e.kind in ("takeover_granted", "takeover_released")]
+        events = [e for e in store.events() if e.kind in ("takeover_granted", "takeover_released")]
     released = [e.payload["sim_time"] for e in events if e.kind == "takeover_released"]
     granted = [e.payload["sim_time"] for e in events if e.kind == "takeover_granted"]
     assert len(released) >= 3

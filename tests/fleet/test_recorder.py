@@ -33,7 +33,7 @@ def test_writes_happen_on_the_writer_thread_in_the_order_asked_for(tmp_path: Pat
     assert recorder.call(len) == 2  # a call runs after every write asked for before it
     assert built_on == ["fleet-store-writer"] * 2  # the control loop never builds or writes an episode
     recorder.sync()
-    events = [(e.kind, e.actor, e.payload) for e in recorder.store.index.events()]
+    events = [(e.kind, e.actor, e.payload) for e in recorder.store.events()]
     assert events[0] == ("episode_started", "fleet", {"n": 1, "sim_time": 0.123})
     assert events[-1] == ("reset", "fred", {"seconds": 2.0, "sim_time": 0.2})
     assert [kind for kind, _, _ in events].index("episode_recorded") < len(events) - 1  # in the order asked for

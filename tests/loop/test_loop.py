@@ -35,7 +35,7 @@ def _debug_config(tmp_path: Path, **changes: object) -> Path:
 
 def _events(run: Path, kind: str) -> list[dict[str, object]]:
     with EpisodeStore(run / "store") as store:
-        return [e.payload for e in store.index.events(kind=kind)]
+        return [e.payload for e in store.events(kind=kind)]
 
 
 class RecordingReporter:
@@ -196,7 +196,7 @@ def _logged_run(out: Path, steps: tuple[str, ...], **changes: object) -> dict[st
     LoopRun(validate_config(LoopConfig, raw))
     with EpisodeStore(out / "store", mode="a") as store:
         for step in steps:
-            store.index.insert_event(DONE, "loop", {"step": step, "attempt": 0, "result": {"of": str(out)}})
+            store.append_event(DONE, "loop", {"step": step, "attempt": 0, "result": {"of": str(out)}})
     (out / "critics" / "round_1").mkdir(parents=True)
     (out / "critics" / "round_1" / "model.pt").write_bytes(b"critic")
     return raw

@@ -39,7 +39,7 @@ def test_an_episode_round_trips_through_a_bag(tmp_path: Path, storage: str) -> N
     with EpisodeStore(tmp_path / "b", mode="a") as store:
         store.append_episodes([read_bag(tmp_path / "bag")])
         back, row = store.episode(0), store.episodes()[0]
-        segments = [(s.start, s.stop, s.kind) for s in store.index.segments(episode=0)]
+        segments = [(s.start, s.stop, s.kind) for s in store.segments(episode=0)]
         versions = store.names("policy_version")
     for key in ("obs.state", "obs.images.front", "action", "phase", "progress", "actor", "sim_time"):
         np.testing.assert_array_equal(back[key], original[key], err_msg=key)

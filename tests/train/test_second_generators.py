@@ -49,8 +49,8 @@ def store(tmp_path: Path) -> EpisodeStore:
         critic = {1: [(0, 10, "progress"), (10, 20, "failure_inducing"), (20, 40, "recovery")],
                   2: [(0, 5, "progress"), (5, 15, "failure_inducing"), (15, 20, "idle")]}  # fmt: skip
         for episode, segments in critic.items():
-            for start, stop, kind in segments:
-                s.index.insert_segment(episode, start, stop, kind, "critic")
+            scored = [(start, stop, kind, None) for start, stop, kind in segments]
+            s.write_segments(episode, "critic", scored, actor="test", event="labels_written", payload={})
     return EpisodeStore(tmp_path / "s")
 
 

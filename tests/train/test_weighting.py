@@ -136,9 +136,9 @@ def test_retention_needs_critic_labels_and_keeps_humans(store: EpisodeStore, tmp
         build_step_weights(store, DatasetConfig(retention="critic"))
     with EpisodeStore(store.path, mode="a") as writable:
         for row in writable.episodes():
-            for start, stop, kind in [(0, 5, "progress"), (5, 10, "idle"), (10, row.length, "progress")]:
-                if start < row.length:
-                    writable.index.insert_segment(row.id, start, min(stop, row.length), kind, "critic")
+            cut = [(0, 5, "progress"), (5, 10, "idle"), (10, row.length, "progress")]
+            scored = [(start, min(stop, row.length), kind, None) for start, stop, kind in cut if start < row.length]
+            writable.write_segments(row.id, "critic", scored, actor="test", event="labels_written", payload={})
     weights, stats = build_step_weights(EpisodeStore(store.path), DatasetConfig(retention="critic"))
     assert (weights[0:10] == 1).all()  # demonstrations are never cut
     assert (weights[15:20] == 0).all() and (weights[60:65] == 0).all()  # idle policy steps dropped

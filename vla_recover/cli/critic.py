@@ -97,13 +97,13 @@ def plot(
             if not 0 <= episode < len(opened):
                 raise ValueError(f"episode: {episode} is not in {store} (ids 0..{len(opened) - 1})")
             if critic is None:  # the critic that labelled this episode last
-                labelled = [e for e in opened.index.events(kind="labels_written") if e.episode == episode]
+                labelled = opened.events(kind="labels_written", episode=episode)
                 if not labelled:
                     raise ValueError(f"episode {episode}: no critic labels yet; run vla-recover label or give --critic")
                 critic = Path(labelled[-1].payload["critic"])
             model = ProgressCritic.load(critic)
             chosen = next(e for e in load_episodes(opened, model.input_keys) if e.id == episode)
-            stored = [(s.start, s.stop, s.kind) for s in opened.index.segments(episode=episode, source="critic")]
+            stored = [(s.start, s.stop, s.kind) for s in opened.segments(episode=episode, source="critic")]
         curve, computed = critic_segments(model, chosen)
         plot_episode_file(chosen, np.asarray(curve), stored or computed, out)
     console.print(f"wrote {out}")

@@ -45,10 +45,10 @@ class open_store:
 
 
 def episode_row(store: Any, episode_id: int) -> Any:
-    rows = store.index.episodes("id = ?", (episode_id,)) if 0 <= episode_id < 2**63 else []  # SQLite's integers
-    if not rows:
-        raise ApiError(404, f"episode: no episode {episode_id}")
-    return rows[0]
+    try:
+        return store.episode_row(episode_id)
+    except KeyError:
+        raise ApiError(404, f"episode: no episode {episode_id}") from None
 
 
 def requested_episode(request: Request) -> int:
@@ -83,10 +83,10 @@ def write_label(episode_id: int, start: int, stop: int, kind: str, user: str, st
     length = episode_row(store, episode_id).length
     if not 0 <= start < stop <= length:
         raise ValueError(f"start / stop: [{start}, {stop}) is not inside episode {episode_id} (0-{length})")
-    with store.index.transaction():
-        segment = store.index.insert_segment(episode_id, start, stop, kind, "human")
-        payload = {"segment": segment, "start": start, "stop": stop, "kind": kind}
-        store.index.insert_event("segment_relabelled", user, payload, episode=episode_id)
+    payload = {"start": start, "stop": stop, "kind": kind}
+    (segment,) = store.write_segments(
+        episode_id, "human", [(start, stop, kind, None)], actor=user, event="segment_relabelled", payload=payload
+    )
     return {"id": segment, "start": start, "stop": stop, "kind": kind, "source": "human"}
 
 

@@ -66,7 +66,7 @@ def load_episodes(store: EpisodeStore, keys: tuple[str, ...], task: str | None =
     columns = {key: store.read(key) for key in keys}
     extra = {key: store.read(key) for key in ("progress", "intervention") if key in store.specs()}
     segments: dict[int, list[tuple[int, int, str]]] = {}
-    for segment in store.index.segments(source="supervision"):
+    for segment in store.segments(source="supervision"):
         segments.setdefault(segment.episode, []).append((segment.start, segment.stop, segment.kind))
     episodes = []
     for row in store.episodes(**({"task": task} if task else {})):

@@ -49,14 +49,16 @@ def label_store(
             curve, segments = critic_segments(critic, episode, config)
             if curves is not None:
                 curves[episode.id] = (episode.rows, curve)
-            with store.index.transaction():
-                store.index.delete_segments(episode.id, "critic")
-                for start, stop, kind in segments:
-                    mean = float(np.mean(curve[(episode.rows >= start) & (episode.rows < stop)]))
-                    store.index.insert_segment(episode.id, start, stop, kind, "critic", score=mean)
-                    steps_by_kind[kind] += stop - start
-                written = {"critic": str(critic_dir), "segmenter": rule, "segments": len(segments)}
-                store.index.insert_event("labels_written", "critic", written, episode=episode.id)
+            scored = [
+                (start, stop, kind, float(np.mean(curve[(episode.rows >= start) & (episode.rows < stop)])))
+                for start, stop, kind in segments
+            ]
+            written = {"critic": str(critic_dir), "segmenter": rule, "segments": len(segments)}
+            store.write_segments(
+                episode.id, "critic", scored, actor="critic", event="labels_written", payload=written, replace=True
+            )
+            for start, stop, kind in segments:
+                steps_by_kind[kind] += stop - start
             if on_episode is not None:
                 on_episode(done, len(episodes))
     return {"episodes": len(episodes), "segmenter": rule, "steps_by_kind": dict(steps_by_kind)}

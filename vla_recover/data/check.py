@@ -59,7 +59,7 @@ def check_store(path: str | Path) -> CheckReport:
         for key in store.data_keys():
             _check_key(store, key, report)
         lengths = {row.id: row.length for row in rows}
-        for segment in store.index.segments():
+        for segment in store.segments():
             length = lengths.get(segment.episode)
             if length is None:
                 report.problems.append(f"segment {segment.id}: episode {segment.episode} does not exist")
@@ -123,7 +123,7 @@ def store_summary(path: str | Path) -> dict[str, Any]:
         if rows:
             codes, counts = np.unique(store.read("actor"), return_counts=True)
             actors.update({ACTORS[int(c)]: int(n) for c, n in zip(codes, counts, strict=True)})
-        segments = Counter(s.kind for s in store.index.segments())
+        segments = Counter(s.kind for s in store.segments())
         versions = {
             name: {"steps": use.steps, "episodes": len(use.episodes), "successes": use.successes}
             for name, use in policy_version_use(store).items()
@@ -138,7 +138,7 @@ def store_summary(path: str | Path) -> dict[str, Any]:
             "actor_steps": dict(actors),
             "policy_versions": versions,
             "segments": dict(segments),
-            "events": len(store.index.events()),
+            "events": len(store.events()),
             "keys": {k: {"shape": list(s.shape), "dtype": s.dtype} for k, s in store.specs().items()},
             "size_bytes": store.size_on_disk(),
         }

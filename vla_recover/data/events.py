@@ -8,9 +8,12 @@ be replayed and audited from the log.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vla_recover.data.index import Event, Index
+from vla_recover.data.index import Event
+
+if TYPE_CHECKING:
+    from vla_recover.data.store import EpisodeStore
 
 __all__ = ["EVENT_KINDS", "RobotView", "project_robots"]
 
@@ -77,10 +80,10 @@ def _apply(view: RobotView, event: Event) -> RobotView:
     return view
 
 
-def project_robots(index: Index, robot: str | None = None) -> dict[str, RobotView]:
+def project_robots(store: EpisodeStore, robot: str | None = None) -> dict[str, RobotView]:
     """The current view of every robot (or one) named in the event log."""
     views: dict[str, RobotView] = {}
-    for event in index.events(robot=robot):
+    for event in store.events(robot=robot):
         if event.robot is None:
             continue
         views[event.robot] = _apply(views.get(event.robot, RobotView(event.robot)), event)

@@ -144,10 +144,9 @@ class Recorder:
                 kept.append(episode)
             except SchemaError as exc:
                 self.stats.rejected += 1
-                with self.store.index.transaction():
-                    self.store.index.insert_event(
-                        "episode_rejected", "recorder", {"reason": str(exc), "task": episode.task}, robot=episode.robot
-                    )
+                self.store.append_event(
+                    "episode_rejected", "recorder", {"reason": str(exc), "task": episode.task}, robot=episode.robot
+                )
         return kept, ids
 
     def drain(self, idle: float = 0.2) -> None:
@@ -189,8 +188,7 @@ class Recorder:
             self._open.pop(key or "", None)
             self.stats.aborted += 1
         elif kind == "event":
-            with self.store.index.transaction():
-                self.store.index.insert_event(body["kind"], body["actor"], body["payload"], robot=body["robot"])
+            self.store.append_event(body["kind"], body["actor"], body["payload"], robot=body["robot"])
             self.stats.events += 1
         else:
             raise ValueError(f"recorder message kind: got {kind!r}")

@@ -47,7 +47,7 @@ def export_episode_bag(
     start_ns = int(float(steps["wall_time"][0]) * 1e9) if "wall_time" in steps else 0
     stamps = [start_ns + round(float(t) * 1e9) for t in steps["sim_time"]]
     versions, robots = store.names("policy_version"), store.names("robot")
-    segments = [(s.start, s.stop, s.kind) for s in store.index.segments(episode=episode_id, source="supervision")]
+    segments = [(s.start, s.stop, s.kind) for s in store.segments(episode=episode_id, source="supervision")]
     meta = {"schema": BAG_SCHEMA, "task": row.task, "robot": row.robot, "instruction": row.instruction,
             "outcome": row.outcome, "phases": list(row.phases), "info": row.info, "segments": segments}  # fmt: skip
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3

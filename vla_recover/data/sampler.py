@@ -97,7 +97,7 @@ class WindowSampler:
         if kind_set is not None:
             in_segment = np.zeros(self.n_steps, dtype=bool)
             starts = {row.id: row.start for row in store.episodes()}
-            for segment in store.index.segments(source=segment_source):
+            for segment in store.segments(source=segment_source):
                 if segment.kind in kind_set and segment.episode in starts:
                     base = starts[segment.episode]
                     in_segment[base + segment.start : base + segment.stop] = True
@@ -163,7 +163,7 @@ def _rewind_rows(store: EpisodeStore, actor: np.ndarray) -> np.ndarray:
     """(N,) bool: rows recorded going back through a rewind (actor ``rewind``, or under a ``rewind`` segment)."""
     rewind = actor == ACTORS.index("rewind")
     starts = {row.id: row.start for row in store.episodes()}
-    for segment in store.index.segments(source="supervision"):
+    for segment in store.segments(source="supervision"):
         if segment.kind == "rewind" and segment.episode in starts:
             base = starts[segment.episode]
             rewind[base + segment.start : base + segment.stop] = True

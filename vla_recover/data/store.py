@@ -21,7 +21,7 @@ import asyncio
 import fcntl
 import os
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,13 @@ import zarr
 from zarr.codecs import BloscCodec
 from zarr.core.sync import sync as zarr_sync
 
-from vla_recover.data.index import BEING_CREATED, EpisodeRow, Index
+from vla_recover.data.index import BEING_CREATED, EpisodeRow, Event, Index, SegmentRow
 from vla_recover.data.schema import ACTORS, PROVENANCE_KEYS, EpisodeData, KeySpec, SchemaError
 
-__all__ = ["EpisodeStore"]
+__all__ = ["EpisodeStore", "EventRecord"]
+
+# (kind, actor, payload, robot, episode, wall time or None for now): one event for EpisodeStore.append_events
+EventRecord = tuple[str, str, dict[str, Any], str | None, int | None, float | None]
 
 _ZARR = "steps.zarr"
 _INDEX = "index.sqlite"
@@ -113,10 +116,10 @@ class EpisodeStore:
             self.root = zarr.open_group(str(zarr_path), mode="a")
             self.root.require_group("data")
             self.root.require_group("meta")
-            self.index = Index(self.path / _INDEX, create=True)
+            self._index = Index(self.path / _INDEX, create=True)
             self.recovered_steps = self._truncate_uncommitted()
             return
-        self.index = Index(self.path / _INDEX, create=False, read_only=True)
+        self._index = Index(self.path / _INDEX, create=False, read_only=True)
         if not zarr_path.is_dir():
             raise SchemaError(f"{zarr_path}: missing steps array group")
         self.root = zarr.open_group(str(zarr_path), mode="r")
@@ -141,7 +144,7 @@ class EpisodeStore:
         if self.writable and self._lock_file is not None:
             self._truncate_uncommitted(after_crash=False)
             self.root.attrs["clean_close"] = True
-        self.index.close()
+        self._index.close()
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
@@ -160,7 +163,7 @@ class EpisodeStore:
         unclean = after_crash and not self.root.attrs.get("clean_close", True)
         if after_crash:
             self.root.attrs["clean_close"] = False
-        n_episodes, stop = self.index.committed_steps()
+        n_episodes, stop = self._index.committed_steps()
         removed = 0
         for key in self.data_keys():
             array = self._array(key)
@@ -174,8 +177,8 @@ class EpisodeStore:
             partial.unlink()
         if not unclean:
             return 0
-        with self.index.transaction():
-            self.index.insert_event(
+        with self._index.transaction():
+            self._index.insert_event(
                 "store_recovered",
                 "store",
                 {"truncated_steps": removed, "committed_steps": stop, "committed_episodes": n_episodes},
@@ -248,8 +251,7 @@ class EpisodeStore:
 
     def append_episodes(self, episodes: list[EpisodeData]) -> list[int]:
         """Store several episodes with one write per key and one commit: the fast path for recorders."""
-        if not self.writable:
-            raise PermissionError(f"{self.path}: store opened read-only")
+        self._require_writable()
         if not episodes:
             return []
         lengths = [episode.length for episode in episodes]
@@ -257,13 +259,13 @@ class EpisodeStore:
             raise SchemaError(f"episode {lengths.index(0)} of the batch has no steps")
         for episode, length in zip(episodes, lengths, strict=True):
             episode.check_segments(length)
-        with self.index.transaction():
+        with self._index.transaction():
             per_episode = [self._columns(episode, n) for episode, n in zip(episodes, lengths, strict=True)]
         if not self.specs():
             self._create_keys(per_episode[0])
         for columns in per_episode:
             self._validate(columns)
-        n_episodes, start = self.index.committed_steps()
+        n_episodes, start = self._index.committed_steps()
         stop = start + sum(lengths)
         writes = []
         for key in per_episode[0]:
@@ -279,16 +281,16 @@ class EpisodeStore:
         ends.resize((n_episodes + len(episodes),))
         ends[n_episodes:] = bounds[1:]
         now = time.time()
-        with self.index.transaction():
+        with self._index.transaction():
             for episode_id, episode, lo, hi in zip(ids, episodes, bounds[:-1], bounds[1:], strict=True):
                 row = EpisodeRow(
                     episode_id, int(lo), int(hi), episode.robot, episode.task, episode.instruction,
                     episode.outcome, tuple(episode.phases), episode.info, now,
                 )  # fmt: skip
-                self.index.insert_episode(row)
+                self._index.insert_episode(row)
                 for seg_start, seg_stop, kind in episode.segments:
-                    self.index.insert_segment(episode_id, seg_start, seg_stop, kind, "supervision")
-                self.index.insert_event(
+                    self._index.insert_segment(episode_id, seg_start, seg_stop, kind, "supervision")
+                self._index.insert_event(
                     "episode_recorded",
                     "recorder",
                     {"length": row.length, "outcome": episode.outcome, "task": episode.task},
@@ -310,11 +312,11 @@ class EpisodeStore:
         versions = (
             [episode.policy_version] * length if isinstance(episode.policy_version, str) else episode.policy_version
         )
-        codes = {v: (self.index.code("policy_version", v) if v else -1) for v in set(versions)}
+        codes = {v: (self._index.code("policy_version", v) if v else -1) for v in set(versions)}
         defaults: dict[str, Any] = {
             "actor": np.array([ACTORS.index(a) for a in actors]),
             "policy_version": np.array([codes[v] for v in versions]),
-            "robot": np.full(length, self.index.code("robot", episode.robot)),
+            "robot": np.full(length, self._index.code("robot", episode.robot)),
             "intervention": np.array([a in ("human", "rewind") for a in actors]),
             "wall_time": np.full(length, time.time()),
             "sim_time": np.arange(length, dtype=np.float64),
@@ -330,23 +332,19 @@ class EpisodeStore:
 
     # -- reading -----------------------------------------------------------------------------------------------------
     def __len__(self) -> int:
-        return self.index.committed_steps()[0]
+        return self._index.committed_steps()[0]
 
     @property
     def n_steps(self) -> int:
-        return self.index.committed_steps()[1]
+        return self._index.committed_steps()[1]
 
     def episodes(self, **filters: Any) -> list[EpisodeRow]:
         """Committed episodes, optionally filtered by column equality (``outcome="success"``, ``task=...``)."""
         where = " AND ".join(f"{k}=?" for k in filters)
-        return self.index.episodes(where, tuple(filters.values()))
+        return self._index.episodes(where, tuple(filters.values()))
 
     def episode(self, episode_id: int) -> dict[str, np.ndarray]:
-        rows = self.index.episodes("id=?", (episode_id,))
-        if not rows:
-            count = len(self)
-            raise KeyError(f"episode {episode_id} is not in {self.path} ({count} committed, ids 0..{count - 1})")
-        row = rows[0]
+        row = self.episode_row(episode_id)
         return {key: self._fresh_array(key, row.stop)[row.start : row.stop] for key in self.data_keys()}
 
     def read(self, key: str, start: int = 0, stop: int | None = None) -> np.ndarray:
@@ -362,7 +360,99 @@ class EpisodeStore:
             yield row, self.episode(row.id)
 
     def names(self, kind: str) -> dict[int, str]:
-        return self.index.names(kind)
+        return self._index.names(kind)
+
+    def find_episodes(
+        self,
+        task: str | None = None,
+        outcome: str | None = None,
+        robot: str | None = None,
+        policy_version: str | None = None,
+        intervened: bool | None = None,
+    ) -> list[EpisodeRow]:
+        """Committed episodes by task, outcome and robot; by a policy version that chose at least one of their steps;
+        and by whether a human intervened in them (``intervened``: True, False or None for either)."""
+        filters = {k: v for k, v in {"task": task, "outcome": outcome, "robot": robot}.items() if v is not None}
+        rows = self.episodes(**filters)
+        if policy_version is not None:
+            from vla_recover.data.provenance import policy_version_use
+
+            use = policy_version_use(self).get(policy_version)
+            chosen_by = set(use.episodes) if use is not None else set()
+            rows = [r for r in rows if r.id in chosen_by]
+        if intervened is not None:
+            with_intervention = {s.episode for s in self.segments(kind="intervention")}
+            rows = [r for r in rows if (r.id in with_intervention) == intervened]
+        return rows
+
+    # -- segments and events -----------------------------------------------------------------------------------------
+    def segments(
+        self, episode: int | None = None, source: str | None = None, kind: str | None = None
+    ) -> list[SegmentRow]:
+        """Segments by episode, source (``supervision``, ``critic``, ``human``) and kind, in episode and step order."""
+        rows = self._index.segments(episode=episode, source=source)
+        return rows if kind is None else [s for s in rows if s.kind == kind]
+
+    def write_segments(
+        self,
+        episode: int,
+        source: str,
+        segments: Sequence[tuple[int, int, str, float | None]],
+        *,
+        actor: str,
+        event: str,
+        payload: dict[str, Any],
+        replace: bool = False,
+    ) -> list[int]:
+        """Store ``(start, stop, kind, score)`` segments of ``episode`` from ``source`` and log ``event`` by ``actor``
+        (its payload gains the new ``segment_ids``), all in one transaction: a failure writes none of it.
+        ``replace``: drop the episode's segments from ``source`` first (a relabelling)."""
+        self._require_writable()
+        self.episode_row(episode)
+        with self._index.transaction():
+            if replace:
+                self._index.delete_segments(episode, source)
+            ids = [
+                self._index.insert_segment(episode, start, stop, kind, source, score=score)
+                for start, stop, kind, score in segments
+            ]
+            self._index.insert_event(event, actor, {**payload, "segment_ids": ids}, episode=episode)
+        return ids
+
+    def events(
+        self, robot: str | None = None, after: int = 0, kind: str | None = None, episode: int | None = None
+    ) -> list[Event]:
+        """The event log in order, from after event id ``after``, by robot, kind and episode."""
+        rows = self._index.events(robot=robot, after=after, kind=kind)
+        return rows if episode is None else [e for e in rows if e.episode == episode]
+
+    def append_events(self, events: Sequence[EventRecord]) -> list[int]:
+        """Log ``(kind, actor, payload, robot, episode, when)`` events in one transaction; ``when``: wall time, if not
+        now (a writer that logs them later). Returns their ids."""
+        self._require_writable()
+        with self._index.transaction():
+            return [
+                self._index.insert_event(kind, actor, payload, robot=robot, episode=episode, when=when)
+                for kind, actor, payload, robot, episode, when in events
+            ]
+
+    def append_event(
+        self, kind: str, actor: str, payload: dict[str, Any], robot: str | None = None, episode: int | None = None
+    ) -> int:
+        """Log one event now; returns its id."""
+        return self.append_events([(kind, actor, payload, robot, episode, None)])[0]
+
+    def episode_row(self, episode_id: int) -> EpisodeRow:
+        """The index row of one committed episode (a KeyError naming the store's ids if there is none)."""
+        rows = self._index.episodes("id=?", (episode_id,)) if 0 <= episode_id < 2**63 else []  # SQLite's integers
+        if not rows:
+            count = len(self)
+            raise KeyError(f"episode {episode_id} is not in {self.path} ({count} committed, ids 0..{count - 1})")
+        return rows[0]
+
+    def _require_writable(self) -> None:
+        if not self.writable:
+            raise PermissionError(f"{self.path}: store opened read-only")
 
     def size_on_disk(self) -> int:
         return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())

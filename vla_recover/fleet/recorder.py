@@ -130,9 +130,9 @@ class FleetRecorder:
             self._failure = self._failure or exc
 
     def _write_events(self, events: list[Any]) -> None:
-        with self.store.index.transaction():
-            for kind, actor, payload, robot, wall_time in events:
-                self.store.index.insert_event(kind, actor, payload, robot=robot, when=wall_time)
+        self.store.append_events(
+            [(kind, actor, payload, robot, None, wall_time) for kind, actor, payload, robot, wall_time in events]
+        )
 
     def _write_episodes(self, makers: list[EpisodeMaker]) -> None:
         self.store.append_episodes([episode for make in makers for episode in make()])

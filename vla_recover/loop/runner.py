@@ -90,7 +90,7 @@ class LoopRun:
     # -- the event log ----------------------------------------------------------------------------------------------
     def _log(self, kind: str, payload: dict[str, Any]) -> int:
         with EpisodeStore(self.store_path, mode="a") as store:
-            return store.index.insert_event(kind, "loop", payload)
+            return store.append_event(kind, "loop", payload)
 
     def _check_same_run(self) -> None:
         """A run folder belongs to one config: resuming with another would mix two experiments."""
@@ -109,7 +109,7 @@ class LoopRun:
             saved.write_text(json.dumps(config_json, indent=1))
         if (self.store_path / "index.sqlite").is_file():
             with EpisodeStore(self.store_path) as store:
-                for event in store.index.events():
+                for event in store.events():
                     if event.kind == DONE:
                         self.results[event.payload["step"]] = event.payload["result"]
                     elif event.kind == SEEDED:  # only the seeded steps carry over from the run this one started from
@@ -129,7 +129,7 @@ class LoopRun:
             self._check_first_round_source(source, theirs, ours)
             steps += FIRST_ROUND_STEPS
         with EpisodeStore(source / "store") as store:
-            finished = {e.payload["step"] for e in store.index.events(kind=DONE)}
+            finished = {e.payload["step"] for e in store.events(kind=DONE)}
         missing = [step for step in steps if step not in finished]
         if missing:
             raise ValueError(f"seed_from: {source} has not finished {missing}; run it first")
@@ -457,7 +457,7 @@ class LoopRun:
         steps: dict[str, int] = {}
         wanted = set(episode_ids)
         with EpisodeStore(self.store_path) as store:
-            for segment in store.index.segments(source="critic"):
+            for segment in store.segments(source="critic"):
                 if segment.episode in wanted:
                     steps[segment.kind] = steps.get(segment.kind, 0) + segment.stop - segment.start
             reliability = curve_reliability(store, curves, episode_ids)

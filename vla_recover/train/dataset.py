@@ -127,7 +127,7 @@ def _autonomous_segments(
     """(episode row, its segments from ``source``) for every included episode in which the policy acted."""
     critic: dict[int, list[tuple[int, int, str]]] = {}
     if source == "critic":
-        for s in store.index.segments(source="critic"):
+        for s in store.segments(source="critic"):
             critic.setdefault(s.episode, []).append((s.start, s.stop, s.kind))
     progress = store.read("progress") if source == "ground_truth" else None
     for row in store.episodes():

@@ -90,7 +90,7 @@ def build_step_table(
     executed = np.isin(actor, _POLICY)
     human_actor = actor == _HUMAN
     segments_by_episode: dict[int, list[tuple[int, int, str]]] = {}
-    for segment in store.index.segments(source="supervision"):
+    for segment in store.segments(source="supervision"):
         segments_by_episode.setdefault(segment.episode, []).append((segment.start, segment.stop, segment.kind))
     for row in rows:
         lo, hi = row.start, row.stop

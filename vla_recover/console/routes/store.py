@@ -26,7 +26,6 @@ from vla_recover.console.records import (
 )
 from vla_recover.console.state import console_of, fleet_error, json_body
 from vla_recover.critic.segmenter import CRITIC_KINDS
-from vla_recover.data.provenance import policy_version_use
 from vla_recover.data.schema import ACTORS
 
 __all__ = ["ROUTES"]
@@ -35,13 +34,8 @@ __all__ = ["ROUTES"]
 async def episodes(request: Request) -> Response:
     console = console_of(request)
     console.caller(request, "view")
-    clauses, params = [], []
-    for field in ("task", "outcome", "robot"):
-        value = request.query_params.get(field)
-        if value:
-            clauses.append(f"{field} = ?")
-            params.append(value)
-    version = request.query_params.get("policy_version")
+    filters = {field: request.query_params.get(field) or None for field in ("task", "outcome", "robot")}
+    version = request.query_params.get("policy_version") or None
     try:
         limit = int(request.query_params.get("limit", "200"))
     except ValueError:
@@ -52,14 +46,8 @@ async def episodes(request: Request) -> Response:
     if actors not in (None, "", "autonomous", "intervened"):
         raise ApiError(422, f"actors: {actors!r} is not autonomous or intervened")
     with open_store(console.store) as store:
-        rows = store.index.episodes(" AND ".join(clauses), tuple(params))
-        if version:  # the episodes with a step that version chose
-            use = policy_version_use(store).get(version)
-            chosen_by = set(use.episodes) if use is not None else set()
-            rows = [r for r in rows if r.id in chosen_by]
-        if actors:
-            intervened = {s.episode for s in store.index.segments() if s.kind == "intervention"}
-            rows = [r for r in rows if (r.id in intervened) == (actors == "intervened")]
+        intervened = None if not actors else actors == "intervened"
+        rows = store.find_episodes(**filters, policy_version=version, intervened=intervened)
     return JSONResponse([episode_card(row) for row in rows[-limit:]])
 
 
@@ -70,7 +58,7 @@ async def episode(request: Request) -> Response:
     with open_store(console.store) as store:
         row = episode_row(store, episode_id)
         data = store.episode(episode_id)
-        segments = store.index.segments(episode=episode_id)
+        segments = store.segments(episode=episode_id)
     return JSONResponse({
         **episode_card(row),
         "progress": np.round(data["progress"].astype(float), 4).tolist() if "progress" in data else [],
