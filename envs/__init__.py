@@ -28,11 +28,13 @@ from vla_recover.envs.robosuite.config import (
 from vla_recover.envs.tasks.lift import LiftCubeConfig
 from vla_recover.envs.tasks.peg_insert import PegInsertConfig
 from vla_recover.envs.tasks.pick_place import PickPlaceBinConfig
+from vla_recover.envs.task import Task
 from vla_recover.registry import Registry, UnknownNameError
 
 __all__ = [
     "EXPERTS",
     "TASKS",
+    "Task",
     "checked_task",
     "control_period",
     "gym_id",

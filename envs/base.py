@@ -1,18 +1,14 @@
-"""The contract every vla_recover task keeps, and the shared machinery of the MJCF tasks.
+"""The shared machinery of the MJCF tasks: scene, gripper, failure injection and exact state capture.
 
-Per step ``info`` carries the ground truth later components are scored against: ``phase`` (name), ``phase_index``,
-``progress`` in [0, 1], ``is_success``, ``failure`` (kind injected at this step, or "") and ``failures`` (every
-injection so far). ``reset`` also returns the episode's ``instruction``.
-
-State save/restore is exact: ``set_state(get_state())`` followed by the same actions reproduces the trajectory
-bit for bit, because the state holds MuJoCo's full integration state (warm start included), the step counter,
-the random generator and the failure injector.
+The contract every task keeps (ground truth in ``info``, instructions, exact save/restore, an expert) is
+`vla_recover.envs.task.Task`; `MujocoTaskEnv` keeps it for the MJCF scenes, capturing MuJoCo's full integration state
+(warm start included) with the step counter, the random generator and the failure injector.
 """
 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -24,6 +20,7 @@ from vla_recover.envs.config import MujocoTaskConfig
 from vla_recover.envs.failures import FailureInjector
 from vla_recover.envs.mjcf import FINGER_OPEN, GRIPPER_HOME, TCP_BELOW_PALM
 from vla_recover.envs.plain_copy import plain_copy
+from vla_recover.envs.task import SimState, Task
 
 __all__ = [
     "MujocoTaskEnv",
@@ -110,16 +107,6 @@ def step_info(
 
 
 @dataclass(frozen=True)
-class SimState:
-    """Everything needed to put a task back exactly where it was."""
-
-    physics: np.ndarray
-    step: int
-    rng: dict[str, Any]
-    task: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class TaskStatus:
     """Ground truth at one instant: the phase reached, the fraction of it done, and success."""
 
@@ -128,7 +115,7 @@ class TaskStatus:
     success: bool
 
 
-class MujocoTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray], abc.ABC):
+class MujocoTaskEnv(Task):
     """A gantry-gripper task in MJCF. Subclasses define the scene, phases, instructions and ground truth.
 
     Action (5,) in [-1, 1]: end-effector deltas ``dx, dy, dz`` (scaled by ``MAX_TRANSLATION`` m), ``dyaw``
@@ -173,7 +160,7 @@ class MujocoTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray], abc.ABC):
         size = self.config.image_size
         for cam in self.config.cameras:
             spaces[f"images.{cam}"] = gym.spaces.Box(0, 255, shape=(size, size, 3), dtype=np.uint8)
-        self.observation_space = gym.spaces.Dict(spaces)  # type: ignore[assignment]
+        self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(5,), dtype=np.float32)
 
     # -- subclass hooks ----------------------------------------------------------------------------------------

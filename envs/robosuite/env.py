@@ -23,7 +23,7 @@ import mujoco
 import numpy as np
 
 from vla_recover.config import ConfigError, validate_config
-from vla_recover.envs.base import SimState, TaskStatus, capture_physics, checked_action, restore_physics, step_info
+from vla_recover.envs.base import TaskStatus, capture_physics, checked_action, restore_physics, step_info
 from vla_recover.envs.failures import FailureInjector
 from vla_recover.envs.robosuite import phases
 from vla_recover.envs.robosuite.config import (
@@ -32,6 +32,7 @@ from vla_recover.envs.robosuite.config import (
     RobosuiteNutAssemblySquareConfig,
     RobosuitePickPlaceCanConfig,
 )
+from vla_recover.envs.task import SimState, Task
 
 __all__ = ["RobosuiteLiftEnv", "RobosuiteNutAssemblySquareEnv", "RobosuitePickPlaceCanEnv", "RobosuiteTaskEnv"]
 
@@ -77,7 +78,7 @@ def _controller_config() -> dict[str, Any]:
     return config
 
 
-class RobosuiteTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
+class RobosuiteTaskEnv(Task):
     """A robosuite manipulation env with ground-truth phases, failure injection and exact save/restore."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}  # noqa: RUF012 (gymnasium's convention)
@@ -129,7 +130,7 @@ class RobosuiteTaskEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         size = self.config.image_size
         for cam in self.config.cameras:
             spaces[f"images.{cam}"] = gym.spaces.Box(0, 255, shape=(size, size, 3), dtype=np.uint8)
-        self.observation_space = gym.spaces.Dict(spaces)  # type: ignore[assignment]
+        self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(7,), dtype=np.float32)
 
     # -- privileged accessors (ground truth and scripted experts) ------------------------------------------------

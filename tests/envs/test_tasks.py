@@ -1,79 +1,18 @@
-"""Contract tests, parametrised over every MJCF task."""
+"""The MJCF tasks: experts, phases, instructions, failures, bad input (the contract itself: test_task_contract.py)."""
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
 from tests.envs.helpers import run_expert
 from vla_recover.config import ConfigError
-from vla_recover.envs import TASKS, gym_id, make_expert, make_task
+from vla_recover.envs import TASKS, make_task
 from vla_recover.envs.config import MujocoTaskConfig
 from vla_recover.envs.mjcf import FINGER_OPEN
 from vla_recover.registry import UnknownNameError
 
 MJCF_TASKS = [e.name for e in TASKS if issubclass(e.config_cls, MujocoTaskConfig)]
-INFO_KEYS = {"phase", "phase_index", "progress", "is_success", "failure", "failures", "instruction", "step"}
-
-
-def test_at_least_three_mjcf_tasks_registered_in_gymnasium() -> None:
-    assert len(MJCF_TASKS) >= 3
-    for name in MJCF_TASKS:
-        assert gym_id(name) in gym.registry
-
-
-@pytest.mark.parametrize("task", MJCF_TASKS)
-def test_reset_and_step_follow_the_gymnasium_api(task: str) -> None:
-    env = gym.make(gym_id(task))
-    obs, info = env.reset(seed=0)
-    assert env.observation_space.contains(obs)
-    assert info.keys() >= INFO_KEYS
-    assert info["instruction"] and 0.0 <= info["progress"] <= 1.0
-    obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
-    assert env.observation_space.contains(obs)
-    assert isinstance(reward, float) and isinstance(terminated, bool) and isinstance(truncated, bool)
-    assert info["phase"] == type(env.unwrapped).PHASES[info["phase_index"]]
-    assert len(env.unwrapped.state_labels) == obs["state"].shape[0]
-
-
-@pytest.mark.parametrize("task", MJCF_TASKS)
-def test_deterministic_under_seed(task: str) -> None:
-    actions = np.random.default_rng(1).uniform(-1, 1, size=(15, 5))
-    config = {"failures": [{"kind": "actuator_noise", "at_step": 3}]}  # uses the env's generator too
-
-    def rollout(seed: int) -> np.ndarray:
-        env = make_task(task, config)
-        states = [env.reset(seed=seed)[0]["state"]]
-        states += [env.step(a)[0]["state"] for a in actions]
-        return np.stack(states)
-
-    assert np.array_equal(rollout(7), rollout(7))
-    assert not np.array_equal(rollout(7), rollout(8))
-
-
-@pytest.mark.parametrize("task", MJCF_TASKS)
-def test_restore_replays_bit_for_bit(task: str) -> None:
-    env = make_task(task, {"failures": [{"kind": "actuator_noise", "at_step": 8, "duration": 10}]})
-    env.reset(seed=3)
-    expert = make_expert(task, env, seed=3)
-    for _ in range(10):
-        env.step(expert())
-    saved = env.unwrapped.get_state()
-    actions = [np.asarray(expert()) for _ in range(12)]
-    first = []
-    for a in actions:
-        obs, _, _, _, info = env.step(a)
-        first.append((obs["state"], info["progress"], info["phase"]))
-    # wander off, then come back
-    for _ in range(5):
-        env.step(env.action_space.sample())
-    obs, info = env.unwrapped.set_state(saved)
-    assert info["step"] == 10
-    for a, (state, progress, phase) in zip(actions, first, strict=True):
-        obs, _, _, _, info = env.step(a)
-        assert np.array_equal(obs["state"], state)
-        assert info["progress"] == progress and info["phase"] == phase
 
 
 @pytest.fixture(scope="module", params=MJCF_TASKS)
