@@ -25,10 +25,10 @@ from vla_recover.envs.robosuite.config import (
     RobosuiteNutAssemblySquareConfig,
     RobosuitePickPlaceCanConfig,
 )
+from vla_recover.envs.task import Task
 from vla_recover.envs.tasks.lift import LiftCubeConfig
 from vla_recover.envs.tasks.peg_insert import PegInsertConfig
 from vla_recover.envs.tasks.pick_place import PickPlaceBinConfig
-from vla_recover.envs.task import Task
 from vla_recover.registry import Registry, UnknownNameError
 
 __all__ = [

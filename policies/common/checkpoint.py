@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from vla_recover.policies.common.encoders import SentenceEmbedder
 
 __all__ = [
     "CHECKPOINT_SCHEMA",
+    "Checkpoint",
     "checkpoint_version",
     "load_policy",
     "load_weights",
@@ -73,9 +75,7 @@ def _version(directory: Path, name: str | None, parent: str | None) -> dict[str,
 
 def checkpoint_version(directory: str | Path) -> str:
     """The version id of the policy checkpoint in ``directory`` (a schema-1 checkpoint's is derived on reading)."""
-    directory = Path(directory)
-    config = read_checkpoint_config(directory / "config.json")
-    return str(_migrated(config, directory)["version"]["id"])
+    return Checkpoint.open(directory).version
 
 
 def _migrated(config: dict[str, Any], directory: Path) -> dict[str, Any]:
@@ -96,34 +96,62 @@ def read_checkpoint_config(path: Path) -> dict[str, Any]:
     return config
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """A saved policy as a value: where it is, its version and its config, read and checked once.
+
+    ``Checkpoint.open(directory)`` refuses anything that is not a policy checkpoint this version reads; ``load()``
+    builds the policy from it (a new module each call: a caller may fine-tune what it loaded). The loop, the fleet
+    and evaluation pass this handle, so one round reads a checkpoint's config once and loads its weights only where
+    a policy must run.
+    """
+
+    path: Path
+    config: dict[str, Any]  # the checkpoint's config.json, brought to this schema
+
+    @classmethod
+    def open(cls, directory: str | Path) -> Checkpoint:
+        directory = Path(directory)
+        config_path = directory / "config.json"
+        if not config_path.is_file():
+            inside = directory / "policy"  # a training run folder keeps its final policy here
+            hint = f"; the training run's policy is {inside}" if (inside / "config.json").is_file() else ""
+            raise FileNotFoundError(f"{config_path}: not a policy checkpoint (no config.json){hint}")
+        config = read_checkpoint_config(config_path)
+        missing = [key for key in ("policy", "config", "shapes", "action_dim", "instructions") if key not in config]
+        if missing:
+            kind = f" (a {config['kind']} checkpoint)" if "kind" in config else ""
+            raise ValueError(f"{config_path}: not a policy checkpoint{kind}; it has no {', '.join(missing)}")
+        config = _migrated(config, directory)
+        schema = config.get("schema_version")
+        if schema != CHECKPOINT_SCHEMA:
+            reads = f"this vla_recover reads {CHECKPOINT_SCHEMA} (and migrates 1)"
+            raise ValueError(f"{config_path}: checkpoint schema {schema}, {reads}")
+        version = config.get("version")
+        if not isinstance(version, dict) or not isinstance(version.get("id"), str) or not version["id"]:
+            raise ValueError(f"{config_path}: field 'version' must hold an 'id' string, got {version!r}")
+        return cls(directory, config)
+
+    @property
+    def version(self) -> str:
+        """The checkpoint's own id, recorded with every step its policy chooses."""
+        return str(self.config["version"]["id"])
+
+    def load(self, device: str | torch.device = "cpu") -> tuple[Policy, SentenceEmbedder]:
+        """The policy (in eval mode, on ``device``) and its instruction embedder with the saved cache."""
+        from vla_recover.policies import build_policy
+
+        shapes = {k: tuple(v) for k, v in self.config["shapes"].items()}
+        policy = build_policy(self.config["policy"], self.config["config"], shapes, self.config["action_dim"])
+        embedder = load_weights(policy, self.path, self.config["instructions"])
+        return policy.to(device).eval(), embedder
+
+
 def load_policy(directory: str | Path) -> tuple[Policy, SentenceEmbedder, dict[str, Any]]:
     """The policy (in eval mode), its instruction embedder with the saved cache, and the raw config."""
-    from vla_recover.policies import build_policy
-
-    directory = Path(directory)
-    config_path = directory / "config.json"
-    if not config_path.is_file():
-        inside = directory / "policy"  # a training run folder keeps its final policy here
-        hint = f"; the training run's policy is {inside}" if (inside / "config.json").is_file() else ""
-        raise FileNotFoundError(f"{config_path}: not a policy checkpoint (no config.json){hint}")
-    config = read_checkpoint_config(config_path)
-    missing = [key for key in ("policy", "config", "shapes", "action_dim", "instructions") if key not in config]
-    if missing:
-        kind = f" (a {config['kind']} checkpoint)" if "kind" in config else ""
-        raise ValueError(f"{config_path}: not a policy checkpoint{kind}; it has no {', '.join(missing)}")
-    config = _migrated(config, directory)
-    schema = config.get("schema_version")
-    if schema != CHECKPOINT_SCHEMA:
-        raise ValueError(
-            f"{config_path}: checkpoint schema {schema}, this vla_recover reads {CHECKPOINT_SCHEMA} (and migrates 1)"
-        )
-    version = config.get("version")
-    if not isinstance(version, dict) or not isinstance(version.get("id"), str) or not version["id"]:
-        raise ValueError(f"{config_path}: field 'version' must hold an 'id' string, got {version!r}")
-    shapes = {k: tuple(v) for k, v in config["shapes"].items()}
-    policy = build_policy(config["policy"], config["config"], shapes, config["action_dim"])
-    embedder = load_weights(policy, directory, config["instructions"])
-    return policy.eval(), embedder, config
+    checkpoint = Checkpoint.open(directory)
+    policy, embedder = checkpoint.load()
+    return policy, embedder, checkpoint.config
 
 
 def save_weights(module: nn.Module, directory: Path, embedder: SentenceEmbedder | None) -> list[str]:

@@ -13,7 +13,7 @@ import torch
 
 from vla_recover.config import ConfigError
 from vla_recover.policies import POLICIES, Policy, build_policy
-from vla_recover.policies.common.checkpoint import load_policy, save_policy
+from vla_recover.policies.common.checkpoint import Checkpoint, checkpoint_version, load_policy, save_policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
 NAMES = POLICIES.names()
@@ -81,6 +81,25 @@ def test_save_load_round_trip_is_bit_exact(name: str, tmp_path: Path) -> None:
     assert np.array_equal(policy.predict_chunk(obs, seed=1), loaded.predict_chunk(obs, seed=1))
     assert config["policy"] == name and loaded_embedder.cache.keys() == {"lift the cube"}
     assert not list(tmp_path.glob("p/*.pt")) and not list(tmp_path.glob("p/*.pkl"))
+
+
+def test_a_checkpoint_is_read_once_and_loads_a_new_policy_each_time(tmp_path: Path) -> None:
+    save_policy(make("diffusion"), tmp_path / "run" / "policy", name="run")
+    checkpoint = Checkpoint.open(tmp_path / "run" / "policy")
+    assert checkpoint.version == checkpoint_version(checkpoint.path)
+    assert checkpoint.version.startswith("run-")
+    first, _ = checkpoint.load()
+    second, _ = checkpoint.load(device="cpu")
+    assert first is not second and not first.training
+    with torch.no_grad():
+        next(first.parameters()).add_(1.0)  # fine-tuning one load leaves the next untouched
+    assert not torch.equal(next(first.parameters()), next(second.parameters()))
+    with pytest.raises(FileNotFoundError, match="the training run's policy is"):
+        Checkpoint.open(tmp_path / "run")
+    (tmp_path / "critic").mkdir()
+    (tmp_path / "critic" / "config.json").write_text('{"kind": "progress_critic"}')
+    with pytest.raises(ValueError, match="a progress_critic checkpoint"):
+        Checkpoint.open(tmp_path / "critic")
 
 
 @pytest.mark.parametrize("name", NAMES)

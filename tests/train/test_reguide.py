@@ -14,7 +14,7 @@ from vla_recover.data.store import EpisodeStore
 from vla_recover.fleet.guided import GuidedChunks
 from vla_recover.fleet.inference import PolicyChunks
 from vla_recover.policies import Policy, build_policy
-from vla_recover.policies.common.checkpoint import save_policy
+from vla_recover.policies.common.checkpoint import Checkpoint, save_policy
 from vla_recover.train.reguide import (
     DynamicsConfig,
     PhaseConfig,
@@ -208,3 +208,8 @@ def test_guided_chunks_source(built: tuple[Policy, ReGuide], store: EpisodeStore
     assert source.chunks == 8 and source.guided_chunks == int(expected.sum())
     assert np.array_equal(chunks[~expected], plain[~expected])
     assert not np.array_equal(chunks[expected], plain[expected])
+    # the loop builds the guidance on a policy it loaded and hands that same policy to the fleet's source
+    checkpoint = Checkpoint.open(policy_dir)
+    loaded = checkpoint.load()
+    shared = GuidedChunks(checkpoint, guide_dir, loaded=loaded)
+    assert shared.policy is loaded[0] and shared.version == checkpoint.version == source.version

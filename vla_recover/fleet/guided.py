@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from collections import deque
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from vla_recover.fleet.inference import PolicyChunks
 from vla_recover.train.reguide import ReGuide, policy_state_key
+
+if TYPE_CHECKING:
+    from vla_recover.policies.common.base import Policy
+    from vla_recover.policies.common.checkpoint import Checkpoint
+    from vla_recover.policies.common.encoders import SentenceEmbedder
 
 __all__ = ["GuidedChunks"]
 
@@ -23,8 +29,14 @@ class GuidedChunks(PolicyChunks):
 
     actor = "guided"
 
-    def __init__(self, policy_dir: Path, reguide_dir: Path, compile_backbone: bool = False) -> None:
-        super().__init__(Path(policy_dir), compile_backbone=compile_backbone)
+    def __init__(
+        self,
+        checkpoint: Checkpoint | str | Path,
+        reguide_dir: Path,
+        compile_backbone: bool = False,
+        loaded: tuple[Policy, SentenceEmbedder] | None = None,
+    ) -> None:
+        super().__init__(checkpoint, compile_backbone, loaded)
         self.reguide = ReGuide.load(reguide_dir)
         key = policy_state_key(self.policy)
         if key != self.reguide.state_key:

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from collections import deque
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from vla_recover.policies.common.base import Policy
+    from vla_recover.policies.common.checkpoint import Checkpoint
+    from vla_recover.policies.common.encoders import SentenceEmbedder
 
 __all__ = ["ChunkSource", "ConstantChunks", "PolicyChunks"]
 
@@ -47,20 +52,28 @@ class ConstantChunks:
 class PolicyChunks:
     """A saved policy: one forward for all robots that need a chunk this tick."""
 
-    def __init__(self, directory: Path, compile_backbone: bool = False) -> None:
+    def __init__(
+        self,
+        checkpoint: Checkpoint | str | Path,
+        compile_backbone: bool = False,
+        loaded: tuple[Policy, SentenceEmbedder] | None = None,
+    ) -> None:
+        """``loaded``: the checkpoint's policy and embedder where the caller has already loaded them."""
         import torch
 
-        from vla_recover.policies.common.checkpoint import load_policy
+        from vla_recover.policies.common.checkpoint import Checkpoint
 
         torch.set_num_threads(1)  # the sim workers need the other cores
-        self.policy, self.embedder, saved = load_policy(directory)
+        if not isinstance(checkpoint, Checkpoint):
+            checkpoint = Checkpoint.open(checkpoint)
+        self.policy, self.embedder = loaded or checkpoint.load()
         if compile_backbone:
             self.policy.compile_backbone()
         cfg = self.policy.config
         self.obs_horizon, self.action_exec, self.action_horizon = cfg.obs_horizon, cfg.action_exec, cfg.action_horizon
         self._policy_keys = ([cfg.state_key] if cfg.state_key else []) + list(cfg.image_keys)
         self.obs_keys = tuple(k.removeprefix("obs.") for k in self._policy_keys)
-        self.version: str = saved["version"]["id"]  # the checkpoint's own id, recorded with every step it chooses
+        self.version = checkpoint.version  # the checkpoint's own id, recorded with every step it chooses
         self._calls = 0
 
     def batch(self, windows: list[deque[dict[str, np.ndarray]]], instructions: list[str]) -> dict[str, np.ndarray]:

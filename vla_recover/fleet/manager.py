@@ -62,7 +62,7 @@ class FleetManager(OperatorAPI):
         self.source: ChunkSource = source or (
             ConstantChunks(config.constant_action)
             if config.constant_action is not None
-            else PolicyChunks(config.policy, config.compile_policy)  # type: ignore[arg-type]
+            else PolicyChunks(config.policy, config.compile_policy)
         )
         self.autonomous_actor: str = getattr(self.source, "actor", "policy")  # "guided" for a guided source
         recorded = [f"obs.{key}" for key in self.source.obs_keys]

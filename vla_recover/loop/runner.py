@@ -27,6 +27,7 @@ from vla_recover.loop.promotion import decide
 from vla_recover.loop.summarize import operators_present_s, summarize
 
 if TYPE_CHECKING:
+    from vla_recover.policies.common.checkpoint import Checkpoint
     from vla_recover.train.trainer import TrainConfig
 
 __all__ = ["LineReporter", "LoopRun", "StepReporter"]
@@ -368,14 +369,16 @@ class LoopRun:
 
     def _fleet(self, round_index: int, policy_dir: str) -> dict[str, Any]:
         from vla_recover.fleet import build_fleet
+        from vla_recover.policies.common.checkpoint import Checkpoint
 
         attempt = self.attempt
         tags = {"loop_round": round_index, "loop_attempt": attempt}
         critic = None
         if self.config.fleet_critic == "previous_round" and round_index > 1:
             critic = self._critic_dir(round_index - 1)
-        fleet_config = self.config.fleet_config(self.store_path, Path(policy_dir), round_index, tags, critic)
-        source = self._guided_source(round_index, policy_dir) if self.config.loop_method.guided else None
+        checkpoint = Checkpoint.open(policy_dir)
+        fleet_config = self.config.fleet_config(self.store_path, checkpoint.path, round_index, tags, critic)
+        source = self._guided_source(round_index, checkpoint) if self.config.loop_method.guided else None
         manager = build_fleet(fleet_config, source)
 
         def on_tick(fleet: Any) -> None:
@@ -419,22 +422,21 @@ class LoopRun:
             {"loop_round": round_index, "loop_attempt": self.attempt},
         )  # fmt: skip
 
-    def _guided_source(self, round_index: int, policy_dir: str) -> Any:
+    def _guided_source(self, round_index: int, checkpoint: Checkpoint) -> Any:
         """ReGuide for this round: dynamics and phase targets from every finished step's data so far."""
         from vla_recover.config import validate_config
         from vla_recover.fleet.guided import GuidedChunks
-        from vla_recover.policies.common.checkpoint import load_policy
         from vla_recover.train.reguide import ReGuideConfig, build_reguide
 
         config = validate_config(ReGuideConfig, self.config.reguide.guidance, source="loop reguide.guidance")
         ids = list(self.results["demos"]["episode_ids"])
         for r in range(1, round_index):
             ids += self.results[f"round_{r}.fleet"]["episode_ids"]
-        policy, _, _ = load_policy(policy_dir)
+        policy, embedder = checkpoint.load()  # loaded once: ReGuide is built on it and the fleet runs it
         with EpisodeStore(self.store_path) as store:
             reguide = build_reguide(store, policy, config, episode_ids=ids)
         directory = reguide.save(self.dir / "reguide" / f"round_{round_index}")
-        return GuidedChunks(Path(policy_dir), directory)
+        return GuidedChunks(checkpoint, directory, loaded=(policy, embedder))
 
     def _critic_dir(self, round_index: int) -> Path:
         return self.dir / "critics" / f"round_{round_index}"
