@@ -8,6 +8,7 @@ over from any state: the simulated teleoperator uses them after a rewind. The kn
 from __future__ import annotations
 
 import abc
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field
@@ -15,8 +16,9 @@ from pydantic import Field
 from vla_recover.config import FrozenConfig, validate_config
 from vla_recover.envs.base import MujocoTaskEnv
 from vla_recover.envs.mjcf import FINGER_OPEN
+from vla_recover.envs.task import Task
 
-__all__ = ["ExpertConfig", "ScriptedExpert", "wrap_angle"]
+__all__ = ["Expert", "ExpertConfig", "ScriptedExpert", "wrap_angle"]
 
 
 class ExpertConfig(FrozenConfig):
@@ -41,47 +43,68 @@ def wrap_angle(angle: float) -> float:
     return float((angle + np.pi) % (2.0 * np.pi) - np.pi)
 
 
-class ScriptedExpert(abc.ABC):
-    """Call with nothing (it reads the env) to get the next action, shape (5,)."""
+class Expert(abc.ABC):
+    """What every task's expert shares: bound to one env family, called with nothing for the next action, and
+    degraded by the skill knob the same way (hesitations stop the hand, noise jitters it, grasps may miss)."""
 
-    GRASP_MISS_OFFSET = 0.045  # m along the gripper's x axis: the fingers close beside the object
+    ENV: ClassVar[type[Task]]  # the env family it drives
+    ENV_NAME: ClassVar[str]  # that family, as a bad env's error names it
+    MOTION_DIMS: ClassVar[int]  # the leading action entries that move the hand
+    NOISE_SCALE: ClassVar[float | np.ndarray] = 1.0  # action_noise per motion entry, in the env's action units
 
-    def __init__(
-        self,
-        env: MujocoTaskEnv,
-        config: ExpertConfig | dict[str, float] | None = None,
-        seed: int | None = None,
-    ) -> None:
+    def __init__(self, env: Any, config: ExpertConfig | dict[str, float] | None = None, seed: int | None = None):
         unwrapped = getattr(env, "unwrapped", env)
-        if not isinstance(unwrapped, MujocoTaskEnv):
-            raise TypeError(f"env: expected a vla_recover MJCF task, got {type(unwrapped).__name__}")
-        self.env: MujocoTaskEnv = unwrapped
+        if not isinstance(unwrapped, self.ENV):
+            raise TypeError(f"env: expected a vla_recover {self.ENV_NAME}, got {type(unwrapped).__name__}")
+        self.env = unwrapped
         self.config = validate_config(ExpertConfig, config, source="expert")
         self.reset(seed)
 
     def reset(self, seed: int | None = None) -> None:
         self.rng = np.random.default_rng(seed)
         self._hesitation_left = 0
-        self._closing_steps = 0
-        self._held_steps = 0
-        self._miss_offset = np.zeros(2)
+        self._reset_skills()
         self._new_attempt()
 
     def __call__(self) -> np.ndarray:
         action = self._plan()
+        motion = slice(0, self.MOTION_DIMS)
         if self._hesitation_left > 0:
             self._hesitation_left -= 1
-            action[:4] = 0.0
+            action[motion] = 0.0
         elif self.config.hesitation_prob and self.rng.random() < self.config.hesitation_prob:
             self._hesitation_left = self.config.hesitation_steps - 1
-            action[:4] = 0.0
+            action[motion] = 0.0
         if self.config.action_noise:
-            action[:4] += self.rng.normal(0.0, self.config.action_noise, size=4)
+            action[motion] += self.rng.normal(0.0, self.config.action_noise, size=self.MOTION_DIMS) * self.NOISE_SCALE
         return np.clip(action, -1.0, 1.0).astype(np.float32)
 
     @abc.abstractmethod
     def _plan(self) -> np.ndarray:
         """The clean action for the current state."""
+
+    @abc.abstractmethod
+    def _reset_skills(self) -> None:
+        """Forget the skills' state (a grasp in progress, a held object) before an episode."""
+
+    @abc.abstractmethod
+    def _new_attempt(self) -> None:
+        """Start a grasp attempt: draw whether it misses."""
+
+
+class ScriptedExpert(Expert):
+    """An MJCF task's expert. Call with nothing (it reads the env) to get the next action, shape (5,)."""
+
+    ENV = MujocoTaskEnv
+    ENV_NAME = "MJCF task"
+    MOTION_DIMS = 4
+    GRASP_MISS_OFFSET = 0.045  # m along the gripper's x axis: the fingers close beside the object
+    env: MujocoTaskEnv
+
+    def _reset_skills(self) -> None:
+        self._closing_steps = 0
+        self._held_steps = 0
+        self._miss_offset = np.zeros(2)
 
     # -- building blocks -----------------------------------------------------------------------------------------
     def move(self, target: np.ndarray, yaw: float | None, grip: float) -> np.ndarray:

@@ -9,15 +9,13 @@ which the expert notices and retries.
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
 
-from vla_recover.config import validate_config
-from vla_recover.envs.expert import ExpertConfig, wrap_angle
+from vla_recover.envs.expert import Expert, wrap_angle
 from vla_recover.envs.robosuite import phases
 from vla_recover.envs.robosuite.env import RobosuiteTaskEnv
 
@@ -48,57 +46,32 @@ def _saturate(vector: np.ndarray, limit: float = 1.0) -> np.ndarray:
     return vector if peak <= limit else vector * (limit / peak)
 
 
-class RobosuiteExpert(abc.ABC):
-    """Call with nothing (it reads the env) to get the next action, shape (7,)."""
+class RobosuiteExpert(Expert):
+    """A robosuite task's expert. Call with nothing (it reads the env) to get the next action, shape (7,)."""
 
+    ENV = RobosuiteTaskEnv
+    ENV_NAME = "robosuite task"
+    MOTION_DIMS = 6
+    env: RobosuiteTaskEnv
     GRASP_MISS_OFFSET: ClassVar[float] = 0.055  # m across the closing axis: the fingers close beside the object
     HOVER: ClassVar[float] = 0.08  # m above the grasp point before descending
     SETTLE_STEPS: ClassVar[int] = 2
     # The knob's noise is in the MJCF tasks' action units (2 cm and 0.15 rad per unit); OSC_POSE's unit is 5 cm
     # and 0.5 rad, so the same knob value jitters the hand by the same distances and angles in both.
-    NOISE_SCALE: ClassVar[np.ndarray] = np.array([0.4, 0.4, 0.4, 0.3, 0.3, 0.3])
+    NOISE_SCALE = np.array([0.4, 0.4, 0.4, 0.3, 0.3, 0.3])
     MAX_TURN: ClassVar[float] = 0.6  # of the rotation action: faster turns drag the hand off its position
     INTEGRAL_GAIN: ClassVar[float] = 0.2  # per step, on position errors under INTEGRAL_RANGE ...
     INTEGRAL_RANGE: ClassVar[float] = 0.015  # m
     INTEGRAL_SPEED: ClassVar[float] = 0.05  # m/s ... while the hand has (nearly) stopped short of the target
     INTEGRAL_LIMIT: ClassVar[float] = 0.02  # m: the OSC controller's steady-state sag it can make up for
 
-    def __init__(
-        self, env: Any, config: ExpertConfig | dict[str, float] | None = None, seed: int | None = None
-    ) -> None:
-        unwrapped = getattr(env, "unwrapped", env)
-        if not isinstance(unwrapped, RobosuiteTaskEnv):
-            raise TypeError(f"env: expected a vla_recover robosuite task, got {type(unwrapped).__name__}")
-        self.env: RobosuiteTaskEnv = unwrapped
-        self.config = validate_config(ExpertConfig, config, source="expert")
-        self.reset(seed)
-
-    def reset(self, seed: int | None = None) -> None:
-        self.rng = np.random.default_rng(seed)
-        self._hesitation_left = 0
+    def _reset_skills(self) -> None:
         self._closing = False
         self._closed_steps = 0
         self._held_steps = 0
         self._miss_offset = 0.0
         self._integral: np.ndarray = np.zeros(3)
         self._yaw_memory: dict[str, float] = {}
-        self._new_attempt()
-
-    def __call__(self) -> np.ndarray:
-        action = self._plan()
-        if self._hesitation_left > 0:
-            self._hesitation_left -= 1
-            action[:6] = 0.0
-        elif self.config.hesitation_prob and self.rng.random() < self.config.hesitation_prob:
-            self._hesitation_left = self.config.hesitation_steps - 1
-            action[:6] = 0.0
-        if self.config.action_noise:
-            action[:6] += self.rng.normal(0.0, self.config.action_noise, size=6) * self.NOISE_SCALE
-        return np.clip(action, -1.0, 1.0).astype(np.float32)
-
-    @abc.abstractmethod
-    def _plan(self) -> np.ndarray:
-        """The clean action for the current state."""
 
     # -- building blocks -----------------------------------------------------------------------------------------
     def move(self, target: np.ndarray, yaw: float | None, grip: float) -> np.ndarray:
