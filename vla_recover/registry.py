@@ -1,7 +1,7 @@
 """One dispatch mechanism: a name maps to a config class and a lazily imported ``"module:Class"``.
 
-Tasks, policies, critics, weighters, teleop devices and robots all register the same way, so a config file
-can name any of them and the error for a bad name always lists the valid choices.
+Tasks, policies, critics and weighters register the same way (``TASKS``, ``POLICIES``, ``CRITICS``, ``WEIGHTERS``),
+so a config file can name any of them and the error for a bad name always lists the valid choices.
 """
 
 from __future__ import annotations
@@ -55,6 +55,11 @@ class Registry(Generic[T]):
         entry = Entry(name, config_cls, target, summary)
         self._entries[name] = entry
         return entry
+
+    def unregister(self, name: str) -> None:
+        """Forget ``name`` (a plugin unloading, a test cleaning up); an unknown name lists the valid choices."""
+        self.get(name)
+        del self._entries[name]
 
     def get(self, name: str) -> Entry[T]:
         try:

@@ -19,10 +19,14 @@ import numpy as np
 import pytest
 import torch
 
-from vla_recover.config import ConfigError
+from vla_recover.config import ConfigError, load_yaml, validate_config
+from vla_recover.critic.kinds import CRITICS, fit_critic, load_critic
+from vla_recover.critic.label import label_store
 from vla_recover.data import EpisodeStore
 from vla_recover.envs import EXPERTS, TASKS, gym_id, load_task_config, make_task, register_task
 from vla_recover.envs.tasks.lift import LiftCubeExpert
+from vla_recover.fleet.progress import CriticRater
+from vla_recover.loop.config import LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.runner import DONE
 from vla_recover.policies import POLICIES, build_policy
@@ -35,8 +39,11 @@ LoadExample = Callable[[str], ModuleType]
 
 @pytest.fixture
 def load_example() -> Iterator[LoadExample]:
-    # restored in place: other modules hold these very dicts (and a Registry has no unregister)
-    tables = [TASKS._entries, EXPERTS._entries, POLICIES._entries, WEIGHTERS._entries, LOOP_METHODS, gym.registry]
+    # restored in place: other modules hold these very dicts
+    tables = [
+        TASKS._entries, EXPERTS._entries, POLICIES._entries, WEIGHTERS._entries, CRITICS._entries, LOOP_METHODS,
+        gym.registry,
+    ]  # fmt: skip
     saved = [dict(table) for table in tables]
     loaded: list[str] = []
 
@@ -166,3 +173,35 @@ def test_new_method_runs_a_loop_round_with_its_weighter(load_example: LoadExampl
     assert weights["doubtful_policy_steps"] > 0
     assert weights["nonzero_steps"] == weights["eligible_steps"] - weights["doubtful_policy_steps"]
     assert summary["rounds"][1]["train"]["weights"]["zero_fraction"] > 0
+
+
+def test_new_critic_trains_labels_a_store_and_rates_a_fleets_steps(load_example: LoadExample, tmp_path: Path) -> None:
+    example = load_example("new_critic")
+    store = example.walking_store(tmp_path / "store")
+    steps: list[int] = []
+    metrics = fit_critic(store, tmp_path / "ridge", {"kind": "ridge", "ridge": 0.01}, lambda s, _: steps.append(s))
+    assert metrics["episodes"] == 6 and steps == [1]
+    critic = load_critic(tmp_path / "ridge")
+    assert isinstance(critic, example.RidgeCritic) and critic.input_keys == ("obs.state",)
+    summary = label_store(store, tmp_path / "ridge")
+    assert summary["episodes"] == 6
+    with EpisodeStore(store) as opened:
+        labels = opened.events(kind="labels_written")
+        assert len(labels) == 6 and {e.payload["critic"] for e in labels} == {str(tmp_path / "ridge")}
+        assert any(s.kind == "failure_inducing" for s in opened.segments(source="critic"))  # the walks that turn back
+    rater = CriticRater(tmp_path / "ridge", ["obs.state"])
+    rows = [{"obs.state": np.array([0.0, 1.0], np.float32)}, {"obs.state": np.array([1.0, 0.0], np.float32)}]
+    start, goal = rater.rate(rows, ["", ""])
+    assert start < 0.2 < 0.8 < goal
+    with pytest.raises(ValueError, match="the critic reads"):
+        critic.predict({"obs.state": np.zeros((2, 5))}, "")
+
+
+def test_a_loop_config_names_the_new_critic_by_kind(load_example: LoadExample) -> None:
+    load_example("new_critic")
+    raw = load_yaml(Path(__file__).resolve().parents[2] / "configs" / "loop" / "debug.yaml")
+    assert validate_config(LoopConfig, {**raw, "critic": {"kind": "ridge", "ridge": 0.5}}).critic["kind"] == "ridge"
+    with pytest.raises(ConfigError, match=r"critic\.ridge"):
+        validate_config(LoopConfig, {**raw, "critic": {"kind": "ridge", "ridge": -1}})
+    with pytest.raises(ConfigError, match=r"critic\.kind: unknown critic 'nope'; valid choices: progress, ridge"):
+        validate_config(LoopConfig, {**raw, "critic": {"kind": "nope"}})

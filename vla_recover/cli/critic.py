@@ -23,24 +23,26 @@ def train(
     steps: Annotated[int | None, typer.Option(help="gradient steps (overrides the config)", min=1)] = None,
     task: Annotated[str | None, typer.Option(help="train on this task's episodes only")] = None,
 ) -> None:
-    """Train on stored episodes; writes the critic, metrics.json (held-out VOC, Pearson) and plots."""
-    from vla_recover.config import load_yaml, validate_config
-    from vla_recover.critic.train import CriticTrainConfig, train_critic
+    """Train on stored episodes; writes the critic, metrics.json (held-out VOC, Pearson) and plots. The config's
+    ``kind`` picks a registered critic (default ``progress``)."""
+    from vla_recover.config import load_yaml
+    from vla_recover.critic.kinds import critic_train_config, fit_critic
 
     with user_errors():
         raw: dict[str, Any] = load_yaml(config) if config else {}
         raw.update({k: v for k, v in {"steps": steps, "task": task}.items() if v is not None})
-        cfg = validate_config(CriticTrainConfig, raw, source=str(config or "embedded default"))
+        _, cfg = critic_train_config(raw, source=str(config or "embedded default"))
+        total = getattr(cfg, "steps", None)
         if not Path(store).exists():
             raise FileNotFoundError(f"store: {store} does not exist")
         with progress_bar() as progress:
-            job = progress.add_task("train critic", total=cfg.steps, status="")
+            job = progress.add_task("train critic", total=total, status="")
 
             def on_step(step: int, loss: float) -> None:
-                if step % 10 == 0 or step == cfg.steps:
+                if step % 10 == 0 or step == total:
                     progress.update(job, completed=step, status=f"loss {loss:.4f}")
 
-            metrics = train_critic(store, out, cfg, on_step)
+            metrics = fit_critic(store, out, raw, on_step)
     console.print(f"critic saved to {out}; held-out curves {out / 'held_out_progress.png'}")
     print(json.dumps(metrics))
 
@@ -87,8 +89,8 @@ def plot(
     import numpy as np
 
     from vla_recover.critic.data import load_episodes
+    from vla_recover.critic.kinds import load_critic
     from vla_recover.critic.label import critic_segments
-    from vla_recover.critic.model import ProgressCritic
     from vla_recover.critic.plots import plot_episode_file
     from vla_recover.data import EpisodeStore
 
@@ -101,7 +103,7 @@ def plot(
                 if not labelled:
                     raise ValueError(f"episode {episode}: no critic labels yet; run vla-recover label or give --critic")
                 critic = Path(labelled[-1].payload["critic"])
-            model = ProgressCritic.load(critic)
+            model = load_critic(critic)
             chosen = next(e for e in load_episodes(opened, model.input_keys) if e.id == episode)
             stored = [(s.start, s.stop, s.kind) for s in opened.segments(episode=episode, source="critic")]
         curve, computed = critic_segments(model, chosen)

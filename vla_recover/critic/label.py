@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from vla_recover.critic.base import Critic
 from vla_recover.critic.data import CriticEpisode, load_episodes
-from vla_recover.critic.model import ProgressCritic
 from vla_recover.critic.segmenter import SegmenterConfig, segment_timeline
 from vla_recover.data import EpisodeStore
 
@@ -22,7 +22,7 @@ __all__ = ["critic_segments", "label_store"]
 
 
 def critic_segments(
-    critic: ProgressCritic, episode: CriticEpisode, config: SegmenterConfig | None = None
+    critic: Critic, episode: CriticEpisode, config: SegmenterConfig | None = None
 ) -> tuple[np.ndarray, list[tuple[int, int, str]]]:
     """(the critic's progress along the episode's timeline, its segments in episode rows)."""
     curve = critic.predict(episode.inputs, episode.instruction, where=f"episode {episode.id}")
@@ -39,7 +39,9 @@ def label_store(
 ) -> dict[str, Any]:
     """Label every episode (of ``task``); returns episodes labelled and steps per kind. ``curves``, when given,
     receives each episode's (episode rows of its timeline, the critic's progress on them) by episode id."""
-    critic = ProgressCritic.load(critic_dir)
+    from vla_recover.critic.kinds import load_critic
+
+    critic = load_critic(critic_dir)
     config = config or SegmenterConfig()
     rule = config.rule_for(critic.tuned)  # a missing tuned segmenter is an error before anything is written
     steps_by_kind: Counter[str] = Counter()

@@ -9,6 +9,7 @@ Checkpoints are ``config.json`` plus ``model.safetensors``, like the policies'; 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from vla_recover.config import FrozenConfig, validate_config
+from vla_recover.critic.base import Critic
 from vla_recover.critic.data import non_finite_step
 from vla_recover.critic.tuned import TUNED_FILES, TunedSegmenter
 from vla_recover.policies.common.checkpoint import load_weights, read_checkpoint_config, save_weights
@@ -94,8 +96,10 @@ class ProgressNet(nn.Module):
         return self.progress_head(features).squeeze(-1), done
 
 
-class ProgressCritic:
+class ProgressCritic(Critic):
     """A trained `ProgressNet` with its instruction embeddings: predicts progress curves of stored episodes."""
+
+    NAME = "progress"
 
     def __init__(
         self,
@@ -164,6 +168,7 @@ class ProgressCritic:
         config = {
             "schema_version": CRITIC_SCHEMA,
             "kind": "progress_critic",
+            "critic": self.NAME,
             "config": self.config.model_dump(mode="json"),
             "shapes": {k: list(v) for k, v in self.shapes.items()},
             "instructions": instructions,
@@ -171,6 +176,18 @@ class ProgressCritic:
         }
         (directory / "config.json").write_text(json.dumps(config, indent=2))
         return directory
+
+    @classmethod
+    def fit(
+        cls,
+        stores: list[Path],
+        out: Path,
+        config: Any,
+        on_step: Callable[[int, float], None] | None = None,
+    ) -> dict[str, Any]:
+        from vla_recover.critic.train import train_critic
+
+        return train_critic(list(stores), out, config, on_step)
 
     @classmethod
     def load(cls, directory: str | Path) -> ProgressCritic:

@@ -20,13 +20,14 @@ __all__ = ["CriticRater", "GateRater"]
 
 
 class CriticRater:
-    """A progress critic rating each recorded step's observation, every robot's new steps in one forward."""
+    """A critic (any registered kind) rating each recorded step's observation, every robot's new steps in one
+    forward."""
 
     def __init__(self, directory: str | Path, recorded_keys: Sequence[str]) -> None:
-        from vla_recover.critic.model import ProgressCritic
+        from vla_recover.critic.kinds import load_critic
 
         self.directory = Path(directory)
-        self.critic = ProgressCritic.load(self.directory)
+        self.critic = load_critic(self.directory)
         missing = [key for key in self.critic.input_keys if key not in recorded_keys]
         if missing:
             raise ValueError(

@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from vla_recover.config import FrozenConfig, validate_nested
+from vla_recover.critic.kinds import CRITICS
 from vla_recover.critic.segmenter import SegmenterConfig
-from vla_recover.critic.train import CriticTrainConfig
 from vla_recover.envs import checked_task
 from vla_recover.envs.expert import ExpertConfig
 from vla_recover.fleet.config import FleetConfig
@@ -226,7 +226,9 @@ class LoopConfig(FrozenConfig):
         "robot no one watches), or its alerts and what a person watching sees (ground truth, in sim)",
     )
     critic: dict[str, Any] = Field(
-        default_factory=lambda: {"steps": 600, "batch_size": 128}, description="CriticTrainConfig fields"
+        default_factory=lambda: {"steps": 600, "batch_size": 128},
+        description="kind: a registered critic (default progress, vla_recover.critic.kinds) and its training config's "
+        "fields (CriticTrainConfig for progress)",
     )
     segmenter: SegmenterConfig = Field(
         default=SegmenterConfig(),
@@ -369,7 +371,10 @@ class LoopConfig(FrozenConfig):
             raise ValueError(
                 f"seed_first_round: {self.method}'s rounds collect their own data; it cannot take another run's fleet"
             )
-        validate_nested(CriticTrainConfig, self.critic, "critic")
+        kind = self.critic.get("kind", "progress")
+        if kind not in CRITICS:
+            raise ValueError(f"critic.kind: unknown critic {kind!r}; valid choices: {', '.join(CRITICS.names())}")
+        validate_nested(CRITICS.get(kind).config_cls, {k: v for k, v in self.critic.items() if k != "kind"}, "critic")
         if "weighter_config" in self.weighting:
             raise ValueError("weighting.weighter_config: give it per weighter in weighter_configs")
         for name, values in self.weighter_configs.items():

@@ -18,7 +18,6 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from vla_recover.critic.train import CriticTrainConfig
 from vla_recover.data import EpisodeStore
 from vla_recover.loop.beside import Beside, evaluate_on_seeds, train_policy
 from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig, saved_with_defaults
@@ -204,9 +203,7 @@ class LoopRun:
             else:
                 fleet = self.step(f"{prefix}.fleet", partial(self._fleet, r, current), total=self._episodes())
                 gathered.append(fleet)
-                self.step(
-                    f"{prefix}.critic", partial(self._critic, r, fleet["episode_ids"]), total=self._critic_config.steps
-                )
+                self.step(f"{prefix}.critic", partial(self._critic, r, fleet["episode_ids"]), total=self._critic_steps)
                 # the rounds' human time is known from here; the critic has read the store, so the bought
                 # demonstrations it now receives touch nothing the rounds learn
                 if r == cfg.rounds and self._beside is not None:
@@ -442,18 +439,19 @@ class LoopRun:
         return self.dir / "critics" / f"round_{round_index}"
 
     @cached_property
-    def _critic_config(self) -> CriticTrainConfig:
-        from vla_recover.config import validate_config
+    def _critic_steps(self) -> int | None:
+        """The critic's training steps, for the progress bar (a registered critic may train otherwise)."""
+        from vla_recover.critic.kinds import critic_train_config
 
-        return validate_config(CriticTrainConfig, self.config.critic, source="loop critic")
+        return getattr(critic_train_config(self.config.critic, source="loop critic")[1], "steps", None)
 
     def _critic(self, round_index: int, episode_ids: list[int]) -> dict[str, Any]:
+        from vla_recover.critic.kinds import fit_critic
         from vla_recover.critic.label import label_store
-        from vla_recover.critic.train import train_critic
         from vla_recover.train.reliability import curve_reliability
 
         critic_dir = self._critic_dir(round_index)
-        metrics = train_critic(self.store_path, critic_dir, self._critic_config, lambda s, _: self.reporter.advance(s))
+        metrics = fit_critic(self.store_path, critic_dir, self.config.critic, lambda s, _: self.reporter.advance(s))
         curves: dict[int, tuple[Any, Any]] = {}  # episode id: (its timeline rows, the critic's progress on them)
         label_store(self.store_path, critic_dir, self.config.segmenter, curves=curves)
         steps: dict[str, int] = {}
