@@ -235,7 +235,10 @@ def test_readers_see_only_committed_episodes_while_a_writer_writes(tmp_path: Pat
 def _kill_writer_at_random(path: Path, rng: np.random.Generator, images: bool) -> None:
     args = [sys.executable, "-m", "tests.data.synthetic", str(path)] + (["images"] if images else [])
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(float(rng.uniform(0.8, 2.5)))  # past start-up, somewhere inside the write loop
+    deadline = time.monotonic() + 60.0  # start-up (imports) takes a second or more on a busy machine
+    while not (path / "index.sqlite").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(float(rng.uniform(0.0, 1.7)))  # somewhere inside the write loop
     proc.send_signal(signal.SIGKILL)
     proc.wait()
 
