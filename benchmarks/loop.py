@@ -161,7 +161,7 @@ def _setting(
         for method in methods
     }
     # the baselines run after the fleet methods, to buy demonstrations with the human time their rounds cost
-    buys_demos = {m for m in methods if LOOP_METHODS[m].rounds_collect == "demos"}
+    buys_demos = {m for m in methods if LOOP_METHODS.get(m).rounds_collect == "demos"}
     results = _run_cells({m: runs[m] for m in methods if m not in buys_demos}, work.name, jobs)
     budget = _demo_budget(results, rounds)
     if budget is not None:
@@ -250,8 +250,8 @@ class Setting:
 # PickPlaceBin takes the three best methods on LiftCube with failures (RESULTS.md), the two with a second generator
 # (afil, recovery_gated) and the baselines.
 GRID: dict[str, Setting] = {
-    "lift_failures": Setting(Path("configs/loop/quickstart.yaml"), tuple(LOOP_METHODS), (0, 1, 2), 3),
-    "lift_nominal": Setting(Path("configs/loop/lift_nominal.yaml"), tuple(LOOP_METHODS), (0, 1, 2), 3),
+    "lift_failures": Setting(Path("configs/loop/quickstart.yaml"), tuple(LOOP_METHODS.names()), (0, 1, 2), 3),
+    "lift_nominal": Setting(Path("configs/loop/lift_nominal.yaml"), tuple(LOOP_METHODS.names()), (0, 1, 2), 3),
     "pick_place_failures": Setting(
         Path("configs/loop/pick_place_failures.yaml"),
         (
@@ -332,7 +332,7 @@ def grid_goals(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             added.append(_goal(name, "base success", base, 0.40, at_least=False))
             added.append(_goal(name, "best / base", figures.get("best_vs_base"), 2.0))
         for method in means:  # a second generator must beat the same data without it
-            without = LOOP_METHODS[method].same_data_without
+            without = LOOP_METHODS.get(method).same_data_without
             if without in means and means[method][judged] is not None and means[without][judged] is not None:
                 gap = round(100 * (means[method][judged] - means[without][judged]), 1)
                 added.append(_goal(name, f"{method} minus {without}, points", gap, 0.0))
@@ -349,7 +349,7 @@ def grid_goals(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             result["gain_points"]
             for seed_figures in _per_seed(figures).values()
             for method, result in seed_figures["methods"].items()
-            if LOOP_METHODS[method].rounds_collect == "fleet"
+            if LOOP_METHODS.get(method).rounds_collect == "fleet"
         ]
         least = min(gains) if gains else None
         added.append(_goal(name, "promoted minus base, points (least)", least, 0.0))
@@ -369,7 +369,7 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 def _contender(method: str) -> bool:
     """A method a user could deploy: it runs a fleet and keeps data by what a real robot knows (not the simulator's
     ground truth); the demonstration baselines and the oracle are references."""
-    spec = LOOP_METHODS[method]
+    spec = LOOP_METHODS.get(method)
     return spec.rounds_collect == "fleet" and spec.retention != "ground_truth"
 
 
@@ -492,10 +492,10 @@ def main() -> None:
                 print(f"[setting] {name}: {time.perf_counter() - started:.0f}s so far", flush=True)
         figures: dict[str, Any] = {"settings": results, "goals": grid_goals(results)}
     else:
-        methods = [m for m in (args.methods or ",".join(LOOP_METHODS)).split(",") if m]
-        unknown = sorted(set(methods) - set(LOOP_METHODS))
+        methods = [m for m in (args.methods or ",".join(LOOP_METHODS.names())).split(",") if m]
+        unknown = sorted(set(methods) - set(LOOP_METHODS.names()))
         if unknown:
-            parser.error(f"--methods: unknown {unknown}; valid: {', '.join(LOOP_METHODS)}")
+            parser.error(f"--methods: unknown {unknown}; valid: {', '.join(LOOP_METHODS.names())}")
         budget = 150.0 if args.operator_budget_s is None else args.operator_budget_s
         raw = _raw_config(args.config, args.max_episodes or 60, budget)
         work = args.work or Path("runs/bench_loop")

@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("runs/bench_recipe"))
     args = parser.parse_args()
     steps, lrs, methods = _numbers(args.steps, int), _numbers(args.lrs, float), args.methods.split(",")
-    unknown = [m for m in methods if m not in LOOP_METHODS or LOOP_METHODS[m].start == "scratch"]
+    unknown = [m for m in methods if m not in LOOP_METHODS or LOOP_METHODS.get(m).start == "scratch"]
     if unknown:
         parser.error(f"--methods: {unknown} are not fine-tuning methods of vla_recover.loop.methods")
     raw: dict[str, Any] = {**dict(load_yaml(args.config) or {}), "baseline": "none"}
@@ -54,7 +54,7 @@ def main() -> None:
     base_test = json.loads((base_dir / "summary.json").read_text())["rounds"][0]["final_test"]
     cells: list[dict[str, Any]] = []
     for method in methods:
-        shared = {"seed_from": source_dir, "seed_first_round": LOOP_METHODS[method].rounds_collect == "fleet"}
+        shared = {"seed_from": source_dir, "seed_first_round": LOOP_METHODS.get(method).rounds_collect == "fleet"}
         for n in steps:
             for lr in lrs:
                 name = f"{method}_steps{n}_lr{lr:g}"

@@ -1,7 +1,9 @@
 """One dispatch mechanism: a name maps to a config class and a lazily imported ``"module:Class"``.
 
 Tasks, policies, critics and weighters register the same way (``TASKS``, ``POLICIES``, ``CRITICS``, ``WEIGHTERS``),
-so a config file can name any of them and the error for a bad name always lists the valid choices.
+so a config file can name any of them and the error for a bad name always lists the valid choices. An extension point
+whose entries are plain records, not classes to import (the loop's methods, ``LOOP_METHODS``), is a ``Catalog``: the
+same lookup, listing and error, without the lazy import.
 """
 
 from __future__ import annotations
@@ -9,9 +11,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["Entry", "Registry", "UnknownNameError", "import_object"]
+__all__ = ["Catalog", "Entry", "Registry", "UnknownNameError", "import_object"]
 
 T = TypeVar("T")
 
@@ -42,26 +44,34 @@ class Entry(Generic[T]):
         return import_object(self.target)
 
 
-class Registry(Generic[T]):
-    """Name → (config class, ``"module:Class"``). The class is imported only when first used."""
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+R = TypeVar("R", bound=Named)
+
+
+class Catalog(Generic[R]):
+    """Name → record, for extension points whose entries are plain records (the loop's methods). Every registry
+    is one: an unknown name's error lists the valid choices, iteration runs in name order."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self._entries: dict[str, Entry[T]] = {}
+        self._entries: dict[str, R] = {}
 
-    def register(self, name: str, config_cls: type[T], target: str, summary: str = "") -> Entry[T]:
-        if name in self._entries:
-            raise ValueError(f"{self.kind} {name!r} is already registered")
-        entry = Entry(name, config_cls, target, summary)
-        self._entries[name] = entry
-        return entry
+    def add(self, record: R) -> R:
+        if record.name in self._entries:
+            raise ValueError(f"{self.kind} {record.name!r} is already registered")
+        self._entries[record.name] = record
+        return record
 
     def unregister(self, name: str) -> None:
         """Forget ``name`` (a plugin unloading, a test cleaning up); an unknown name lists the valid choices."""
         self.get(name)
         del self._entries[name]
 
-    def get(self, name: str) -> Entry[T]:
+    def get(self, name: str) -> R:
         try:
             return self._entries[name]
         except KeyError:
@@ -74,8 +84,15 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 
-    def __iter__(self) -> Iterator[Entry[T]]:
+    def __iter__(self) -> Iterator[R]:
         return iter(self._entries[name] for name in self.names())
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class Registry(Catalog[Entry[T]]):
+    """Name → (config class, ``"module:Class"``). The class is imported only when first used."""
+
+    def register(self, name: str, config_cls: type[T], target: str, summary: str = "") -> Entry[T]:
+        return self.add(Entry(name, config_cls, target, summary))

@@ -66,11 +66,13 @@ class OutcomeBCWeighter(Weighter):
 # The target is a "module:Class" string, imported when first used; __name__ keeps it right whether this file runs
 # as a script (__main__) or is imported.
 WEIGHTERS.register(NAME, OutcomeBCConfig, f"{__name__}:OutcomeBCWeighter", "policy steps count by their outcome")
-LOOP_METHODS[NAME] = LoopMethod(
-    NAME,
-    "success-filtered BC (the docs' example method)",
-    "the demos and the fleet's episodes; the policy's steps count fully only where its episode succeeded",
-    weighter=NAME,
+LOOP_METHODS.add(
+    LoopMethod(
+        NAME,
+        "success-filtered BC (the docs' example method)",
+        "the demos and the fleet's episodes; the policy's steps count fully only where its episode succeeded",
+        weighter=NAME,
+    )
 )
 
 

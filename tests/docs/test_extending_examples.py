@@ -41,8 +41,8 @@ LoadExample = Callable[[str], ModuleType]
 def load_example() -> Iterator[LoadExample]:
     # restored in place: other modules hold these very dicts
     tables = [
-        TASKS._entries, EXPERTS._entries, POLICIES._entries, WEIGHTERS._entries, CRITICS._entries, LOOP_METHODS,
-        gym.registry,
+        TASKS._entries, EXPERTS._entries, POLICIES._entries, WEIGHTERS._entries, CRITICS._entries,
+        LOOP_METHODS._entries, gym.registry,
     ]  # fmt: skip
     saved = [dict(table) for table in tables]
     loaded: list[str] = []
@@ -157,7 +157,7 @@ def test_new_policy_loss_ignores_padding_and_zero_weights(load_example: LoadExam
 @pytest.mark.slow  # a loop round: demos, a base policy, a fleet, a critic, training and evaluation (about 40 s)
 def test_new_method_runs_a_loop_round_with_its_weighter(load_example: LoadExample, tmp_path: Path) -> None:
     example = load_example("new_method")
-    assert LOOP_METHODS["outcome_bc"].weighter == "outcome_bc" and "outcome_bc" in WEIGHTERS
+    assert LOOP_METHODS.get("outcome_bc").weighter == "outcome_bc" and "outcome_bc" in WEIGHTERS
 
     # no baseline or final test: the round itself is what the example shows
     summary = example.main(tmp_path / "run", baseline="none", final_test={"episodes": 0})

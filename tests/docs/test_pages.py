@@ -66,8 +66,9 @@ def test_every_config_model_is_on_the_configuration_page() -> None:
 def test_every_loop_method_has_its_row_with_its_paper() -> None:
     page = (DOCS / "concepts" / "methods.md").read_text()
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \| ([^|]+) \|", page, flags=re.MULTILINE)}
-    assert set(rows) == set(LOOP_METHODS), "docs/concepts/methods.md and LOOP_METHODS name different methods"
-    for name, method in LOOP_METHODS.items():
+    assert set(rows) == set(LOOP_METHODS.names()), "docs/concepts/methods.md and LOOP_METHODS name different methods"
+    for method in LOOP_METHODS:
+        name = method.name
         assert rows[name].strip() == method.paper, f"{name}: the page says {rows[name]!r}, the entry {method.paper!r}"
 
 

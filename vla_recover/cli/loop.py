@@ -64,7 +64,7 @@ def _headline(result: dict[str, Any]) -> str:
 
 def loop(
     config: Annotated[Path | None, typer.Option(help="YAML config (configs/loop/*.yaml); default: embedded")] = None,
-    method: Annotated[str | None, typer.Option(help=f"one of {', '.join(LOOP_METHODS)}")] = None,
+    method: Annotated[str | None, typer.Option(help=f"one of {', '.join(LOOP_METHODS.names())}")] = None,
     rounds: Annotated[int | None, typer.Option(help="rounds (overrides the config)", min=0)] = None,
     out: Annotated[Path | None, typer.Option(help="run folder (overrides the config)")] = None,
 ) -> None:

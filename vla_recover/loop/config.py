@@ -330,7 +330,7 @@ class LoopConfig(FrozenConfig):
     def _parts_valid(self) -> LoopConfig:
         """Every part builds now, so a typo fails before a 20-minute run rather than in its last round."""
         if self.method not in LOOP_METHODS:
-            raise ValueError(f"method: got {self.method!r}; valid choices: {', '.join(LOOP_METHODS)}")
+            raise ValueError(f"method: got {self.method!r}; valid choices: {', '.join(LOOP_METHODS.names())}")
         checked_task(self.task, self.task_config)  # the fleet part checks it too, but this error names the loop's field
         for section, values in (("base_train", self.base_train), ("retrain", self.retrain)):
             fixed = sorted(set(values) & set(_LOOP_SET))

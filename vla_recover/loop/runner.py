@@ -146,8 +146,8 @@ class LoopRun:
         if differ:
             raise ValueError(f"seed_first_round: {source} was run with different {differ}; its round 1 does not apply")
         # a later round's critic relabels the store, and guided rollouts belong to their guided method alone
-        method = LOOP_METHODS.get(str(theirs.get("method")))
-        if theirs.get("rounds") != 1 or method is None or method.guided:
+        method = str(theirs.get("method"))
+        if theirs.get("rounds") != 1 or method not in LOOP_METHODS or LOOP_METHODS.get(method).guided:
             raise ValueError(
                 f"seed_first_round: {source} ran {theirs.get('rounds')} rounds of {theirs.get('method')}; "
                 "it must be a one-round run of a method whose fleet runs the plain policy"
@@ -254,7 +254,7 @@ class LoopRun:
         if cfg.baseline == "none" or cfg.loop_method.rounds_collect != "fleet" or not human_s:
             return None
         seed = cfg.fleet_config(self.store_path, self.dir, 1, {}).seed  # bought from round 1's fleet seeds on
-        conditions = LOOP_METHODS[cfg.baseline].demo_conditions
+        conditions = LOOP_METHODS.get(cfg.baseline).demo_conditions
         demos = self.step("baseline.demos", partial(self._buy_demos, seed, human_s, conditions))
         return demo_ids + demos["episode_ids"]
 
