@@ -37,7 +37,8 @@ from vla_recover.config import load_yaml, validate_config
 from vla_recover.data import EpisodeStore
 from vla_recover.loop.config import LoopConfig
 from vla_recover.loop.promotion import difference_lower_bound
-from vla_recover.loop.runner import LineReporter, LoopRun
+from vla_recover.loop.reporters import LineReporter
+from vla_recover.loop.runner import LoopRun
 from vla_recover.train.dataset import retained_steps
 from vla_recover.train.steps import build_step_table
 

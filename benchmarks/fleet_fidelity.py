@@ -31,7 +31,8 @@ from vla_recover.data import EpisodeStore
 from vla_recover.evaluate import evaluate_checkpoint
 from vla_recover.fleet import FleetConfig, build_fleet
 from vla_recover.loop.config import LoopConfig
-from vla_recover.loop.runner import LineReporter, LoopRun
+from vla_recover.loop.reporters import LineReporter
+from vla_recover.loop.runner import LoopRun
 from vla_recover.rollout import CollectConfig, collect_demos
 from vla_recover.stats import paired_bootstrap_interval, paired_outcomes
 from vla_recover.train.trainer import TrainConfig, Trainer

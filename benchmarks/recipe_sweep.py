@@ -23,7 +23,8 @@ from typing import Any
 from vla_recover.config import load_yaml, validate_config
 from vla_recover.loop.config import LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS
-from vla_recover.loop.runner import LineReporter, LoopRun
+from vla_recover.loop.reporters import LineReporter
+from vla_recover.loop.runner import LoopRun
 
 
 def _numbers(text: str, kind: type) -> list[Any]:

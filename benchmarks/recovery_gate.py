@@ -25,7 +25,8 @@ from vla_recover.config import load_yaml, validate_config
 from vla_recover.curves import fell, stalled
 from vla_recover.data import EpisodeStore
 from vla_recover.loop.config import QUICKSTART, LoopConfig
-from vla_recover.loop.runner import LineReporter, LoopRun
+from vla_recover.loop.reporters import LineReporter
+from vla_recover.loop.runner import LoopRun
 from vla_recover.recovery import RecoveryGate, branch_alerts, score_detector, train_gate
 
 HELD_OUT_SEED = 50_000  # past every round's fleet seeds and before the evaluation's

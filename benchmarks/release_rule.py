@@ -28,7 +28,8 @@ import numpy as np
 from vla_recover.config import load_yaml, validate_config
 from vla_recover.data import ACTORS, EpisodeStore
 from vla_recover.loop.config import LoopConfig
-from vla_recover.loop.runner import LineReporter, LoopRun
+from vla_recover.loop.reporters import LineReporter
+from vla_recover.loop.runner import LoopRun
 from vla_recover.stats import mcnemar_one_sided_p, paired_outcomes
 
 RULES = ("phase_advanced", "phase_held", "progress_regained", "success")

@@ -26,7 +26,8 @@ from pydantic import Field
 from vla_recover.config import FrozenConfig, load_yaml, validate_config
 from vla_recover.loop.config import LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS, LoopMethod
-from vla_recover.loop.runner import LineReporter, LoopRun
+from vla_recover.loop.reporters import LineReporter
+from vla_recover.loop.runner import LoopRun
 from vla_recover.train.steps import SUCCEEDED, StepTable
 from vla_recover.train.weighting import WEIGHTERS, Weighter
 

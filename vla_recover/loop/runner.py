@@ -16,56 +16,26 @@ import time
 from collections.abc import Callable
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from vla_recover.data import EpisodeStore
 from vla_recover.loop.beside import Beside, evaluate_on_seeds, train_policy
 from vla_recover.loop.config import BASE_FIELDS, FIRST_ROUND_FIELDS, LoopConfig, saved_with_defaults
 from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.promotion import decide
+from vla_recover.loop.reporters import SilentReporter, StepReporter
 from vla_recover.loop.summarize import operators_present_s, summarize
 
 if TYPE_CHECKING:
     from vla_recover.policies.common.checkpoint import Checkpoint
     from vla_recover.train.trainer import TrainConfig
 
-__all__ = ["LineReporter", "LoopRun", "StepReporter"]
+__all__ = ["LoopRun"]
 
 STARTED, DONE = "loop_step_started", "loop_step_done"
 PROMOTED, DISCARDED, SEEDED = "policy_promoted", "policy_discarded", "loop_seeded"
 BASE_STEPS = ("demos", "base_train", "base_eval")
 FIRST_ROUND_STEPS = ("round_1.fleet", "round_1.critic")  # what seed_first_round takes besides the base steps
-
-
-class StepReporter(Protocol):
-    def begin(self, step: str, total: int | None) -> None: ...
-    def advance(self, completed: int, status: str = "") -> None: ...
-    def end(self, step: str, result: dict[str, Any], reused: bool) -> None: ...
-
-
-class _Silent:
-    def begin(self, step: str, total: int | None) -> None:
-        pass
-
-    def advance(self, completed: int, status: str = "") -> None:
-        pass
-
-    def end(self, step: str, result: dict[str, Any], reused: bool) -> None:
-        pass
-
-
-class LineReporter(_Silent):
-    """One line per finished step on stdout, for logs and benchmarks where progress bars would garble the output."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def end(self, step: str, result: dict[str, Any], reused: bool) -> None:
-        rate = result.get("success_rate")
-        detail = f" success {rate:.2f} {result['ci95']}" if rate is not None else ""
-        print(
-            f"[{self.label}] {step}{' (reused)' if reused else ''} {result.get('wall_s', 0):.0f}s{detail}", flush=True
-        )
 
 
 class LoopRun:
@@ -79,7 +49,7 @@ class LoopRun:
         self._beside: Beside | None = None
         self.dir = config.run_dir
         self.store_path = self.dir / "store"
-        self.reporter = reporter or _Silent()
+        self.reporter = reporter or SilentReporter()
         self.results: dict[str, dict[str, Any]] = {}
         self.attempt = 0
         self.dir.mkdir(parents=True, exist_ok=True)
