@@ -1,4 +1,4 @@
-"""The package's shape: short functions, and a duplicate-code check (run in CI) that sees a repeated block."""
+"""The code's shape: short modules and functions, and a duplicate-code check (run in CI) that sees a repeated block."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 500
 
 
 def _package_files() -> list[Path]:
@@ -32,6 +33,18 @@ def test_no_function_in_the_package_is_longer_than_80_lines() -> None:
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert long == []
+
+
+def test_no_module_is_longer_than_500_lines() -> None:
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=False)
+    files = [ROOT / name for name in tracked.stdout.split()] if tracked.returncode == 0 else _package_files()
+    assert len(files) > 100
+    long = {
+        str(path.relative_to(ROOT)): count
+        for path in files
+        if path.exists() and (count := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}, "split these into modules that do one job each"
 
 
 REPEATED = """
