@@ -17,6 +17,7 @@ __all__ = [
     "read_saved_meta",
     "validate_config",
     "validate_nested",
+    "write_saved_meta",
 ]
 
 C = TypeVar("C", bound=BaseModel)
@@ -122,3 +123,11 @@ def read_saved_meta(directory: Path, name: str, schema: int, what: str) -> dict[
     if meta.get("schema_version") != schema:
         raise ValueError(f"{path}: schema {meta.get('schema_version')}, this vla_recover reads {schema}")
     return meta
+
+
+def write_saved_meta(directory: Path, name: str, schema: int, meta: dict[str, Any]) -> Path:
+    """Write the JSON a saved artifact keeps beside its weights (what ``read_saved_meta`` reads back), schema first."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(json.dumps({"schema_version": schema, **meta}, indent=2))
+    return path

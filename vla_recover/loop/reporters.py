@@ -39,4 +39,3 @@ class LineReporter(SilentReporter):
         print(
             f"[{self.label}] {step}{' (reused)' if reused else ''} {result.get('wall_s', 0):.0f}s{detail}", flush=True
         )
-

@@ -10,7 +10,6 @@ the state and its change (a slip and a push show as motion the nominal behaviour
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from pydantic import Field
 from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
 
-from vla_recover.config import FrozenConfig, read_saved_meta
+from vla_recover.config import FrozenConfig, read_saved_meta, write_saved_meta
 from vla_recover.critic.values import ValueNet, ValueTrainConfig, fit_value
 from vla_recover.data import EpisodeStore
 from vla_recover.recovery.detection import DetectorScore, branch_alerts, score_detector
@@ -102,10 +101,7 @@ class RecoveryGate:
     # -- persistence ------------------------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.contiguous() for k, v in self.net.state_dict().items()}, str(directory / _WEIGHTS))
         meta = {
-            "schema_version": GATE_SCHEMA,
             "kind": "recovery_gate",
             "config": self.config.model_dump(mode="json"),
             "input_dim": int(self.net.mean.shape[0]),
@@ -113,7 +109,8 @@ class RecoveryGate:
             "threshold": self.threshold,
             "metrics": self.metrics,
         }
-        (directory / _CONFIG).write_text(json.dumps(meta, indent=2))
+        write_saved_meta(directory, _CONFIG, GATE_SCHEMA, meta)
+        save_file({k: v.contiguous() for k, v in self.net.state_dict().items()}, str(directory / _WEIGHTS))
         return directory
 
     @classmethod

@@ -22,7 +22,6 @@ Choices where the paper leaves things open or where we differ:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from pydantic import Field
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from vla_recover.config import FrozenConfig, read_saved_meta
+from vla_recover.config import FrozenConfig, read_saved_meta, write_saved_meta
 from vla_recover.data.store import EpisodeStore
 from vla_recover.policies.common.base import GuidanceHook, Policy
 from vla_recover.policies.common.normalizer import Normalizer
@@ -159,11 +158,7 @@ class ReGuide:
     def save(self, directory: str | Path) -> Path:
         """``reguide.json`` (schema, config, shapes, metrics) + ``reguide.safetensors`` (all tensors)."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        tensors = {k: v.detach().contiguous().clone() for k, v in self._modules().state_dict().items()}
-        save_file(tensors, str(directory / _WEIGHTS))
         meta = {
-            "schema_version": REGUIDE_SCHEMA,
             "config": self.config.model_dump(mode="json"),
             "state_key": self.state_key,
             "latent_dim": self.dynamics.latent_dim,
@@ -174,7 +169,9 @@ class ReGuide:
             "tau": self.targets.tau,
             "metrics": self.metrics,
         }
-        (directory / _CONFIG).write_text(json.dumps(meta, indent=2))
+        write_saved_meta(directory, _CONFIG, REGUIDE_SCHEMA, meta)
+        tensors = {k: v.detach().contiguous().clone() for k, v in self._modules().state_dict().items()}
+        save_file(tensors, str(directory / _WEIGHTS))
         return directory
 
     @classmethod
