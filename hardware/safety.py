@@ -11,7 +11,7 @@ The absolute limits always hold; a further bound that cannot be met together wit
 as far as they allow (priority: step from the last command, workspace, reach from the present position). The hold
 (the present position, or a zero delta with the grip kept) goes through the same bounds. A watchdog
 (`SafetyFilter.watchdog`) commands the hold when no fresh command or observation came within ``watchdog_s``.
-Every intervention is counted by kind, logged, and passed to ``on_event``.
+Every intervention is counted by kind and passed to ``on_event`` (logged as a warning where there is none).
 """
 
 from __future__ import annotations
@@ -234,8 +234,10 @@ class SafetyFilter:
 
     def _intervene(self, kind: str, **payload: Any) -> None:
         self.counts[kind] += 1
-        log.warning("safety %s: %s", kind, payload)
-        if self.on_event is not None:
+        if self.on_event is None:
+            log.warning("safety %s: %s", kind, payload)
+        else:  # the listener reports them (the fleet: one summary per robot a second), so the log does not flood
+            log.debug("safety %s: %s", kind, payload)
             self.on_event(kind, payload)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from vla_recover.curves import fell, is_failing, progress_lost, stalled
-from vla_recover.teleop.devices import SimExpertDevice
+from vla_recover.teleop.kinds import make_device
 
 __all__ = ["FleetAPI", "SimFloorOperator", "SimTeleoperator"]
 
@@ -191,7 +191,7 @@ class SimTeleoperator:
         else:
             robot, slot = min(waiting, key=lambda item: item[1].machine.since)
         self.best_before = max(slot.branch_progress, default=0.0)  # what the attempt had reached before
-        lease = fleet.grant_takeover(robot, self.name, SimExpertDevice())
+        lease = fleet.grant_takeover(robot, self.name, make_device("sim_expert"))
         slot.hold = self.config.reaction_s > 0  # the human's reaction starts now: the robot holds until it ends
         self.robot, self.token = robot, lease.token
         self.started, self.steps, self.rewound, self.streak = fleet.now(), 0, False, 0

@@ -1,6 +1,7 @@
 """One dispatch mechanism: a name maps to a config class and a lazily imported ``"module:Class"``.
 
-Tasks, policies, critics and weighters register the same way (``TASKS``, ``POLICIES``, ``CRITICS``, ``WEIGHTERS``),
+Tasks, policies, critics, weighters, robot kinds and teleop devices register the same way (``TASKS``, ``POLICIES``,
+``CRITICS``, ``WEIGHTERS``, ``ROBOTS``, ``DEVICES``),
 so a config file can name any of them and the error for a bad name always lists the valid choices. An extension point
 whose entries are plain records, not classes to import (the loop's methods, ``LOOP_METHODS``), is a ``Catalog``: the
 same lookup, listing and error, without the lazy import.

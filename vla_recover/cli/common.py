@@ -17,6 +17,7 @@ from rich.progress import (
 )
 
 from vla_recover.config import ConfigError
+from vla_recover.hardware.robot import RobotError
 from vla_recover.registry import UnknownNameError
 
 __all__ = ["console", "progress_bar", "user_errors"]
@@ -31,7 +32,8 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except (ConfigError, UnknownNameError, ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
-            IsADirectoryError, PermissionError) as exc:  # fmt: skip  # a path the user gave that cannot be used
+            IsADirectoryError, PermissionError,  # a path the user gave that cannot be used
+            RobotError) as exc:  # fmt: skip  # an arm the config names that cannot be reached
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(code=2) from None
 

@@ -32,7 +32,9 @@ def _live_table(summary: dict[str, Any], states: dict[str, str]) -> Table:
 
 def fleet(
     config: Annotated[Path, typer.Option(help="YAML config (configs/fleet/*.yaml)")],
-    robots: Annotated[int | None, typer.Option(help="number of robots (overrides the config)", min=1)] = None,
+    robots: Annotated[
+        int | None, typer.Option(help="this many sim robots in place of the config's robots", min=1)
+    ] = None,
     episodes: Annotated[int | None, typer.Option(help="episodes to finish (overrides the config)", min=1)] = None,
     policy: Annotated[Path | None, typer.Option(help="policy checkpoint (overrides the config)")] = None,
     store: Annotated[Path | None, typer.Option(help="episode store to append to (overrides the config)")] = None,
@@ -50,7 +52,7 @@ def fleet(
         cfg = validate_config(FleetConfig, raw, source=str(config))
         manager = build_fleet(cfg)
         with progress_bar() as progress:
-            job = progress.add_task(f"fleet {cfg.robots}x {manager.task}", total=cfg.episodes, status="")
+            job = progress.add_task(f"fleet {len(manager.slots)}x {manager.task}", total=cfg.episodes, status="")
 
             def on_tick(fleet: Any) -> None:
                 if fleet.ticks % 20:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -31,7 +29,7 @@ def serve(
     """Subscribe joint states, cameras, instruction and e-stop; publish commands and diagnostics."""
     from vla_recover.fleet.inference import PolicyChunks
     from vla_recover.ros2.node import PolicyNode, load_node_config
-    from vla_recover.ros2.transport import DdsTransport
+    from vla_recover.ros2.transport import make_transport
 
     with user_errors():
         node_config = load_node_config(config)
@@ -44,16 +42,9 @@ def serve(
                 f"joint_names: {len(node_config.joint_names)} joints, but the policy reads a state of {state_dim} "
                 f"and writes actions of {source.policy.action_dim}"
             )
-        if transport not in ("auto", "rclpy", "dds"):
-            raise ValueError(f"transport: {transport!r} is not auto, rclpy or dds")
-        if domain_id is not None:  # rclpy reads the domain from the environment only
-            os.environ["ROS_DOMAIN_ID"] = str(domain_id)
-        if transport == "rclpy" or (transport == "auto" and importlib.util.find_spec("rclpy") is not None):
-            from vla_recover.ros2.rclpy_transport import RclpyTransport
-
-            node = PolicyNode(node_config, source, RclpyTransport())
-        else:
-            node = PolicyNode(node_config, source, DdsTransport(domain_id, dds_config))
+        node = PolicyNode(
+            node_config, source, make_transport(transport, "vla_recover_policy_node", domain_id, dds_config)
+        )
         node.start()
     console.print(f"policy node up: {node_config.joint_states_topic} → {node_config.command_topic} (Ctrl-C stops)")
     try:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from vla_recover.config import FrozenConfig
-from vla_recover.envs import checked_task
+from vla_recover.envs import checked_task, resolve_task_name
+from vla_recover.fleet.robots import RobotKindConfig, SimRobotsConfig, robot_configs, slot_names
 
 __all__ = ["FleetConfig", "FloorOperatorConfig", "TeleoperatorConfig"]
 
@@ -95,8 +96,15 @@ class FleetConfig(FrozenConfig):
     task_config: dict[str, Any] = Field(
         default_factory=dict, description="the task's settings (its config class's fields, e.g. injected failures)"
     )
-    robots: int = Field(default=4, ge=0, le=256, description="sim robots")
-    fake_robots: int = Field(default=0, ge=0, le=256, description="hardware slots backed by hardware.FakeRobot")
+    robots: int | list[Any] = Field(
+        default=4,
+        description="the fleet's robots: a number of sim robots, or a list of entries, each a kind registered in "
+        "vla_recover.fleet.robots.ROBOTS (sim, fake, ros2, lerobot:<type>) with its name, count, settings and safety "
+        "limits, e.g. [{kind: sim, count: 8}, {kind: fake, name: bench_arm}]",
+    )
+    fake_robots: int = Field(
+        default=0, ge=0, le=256, description="shorthand beside robots: N for {kind: fake, count: fake_robots}"
+    )
     episodes: int = Field(default=20, ge=1, le=10_000_000, description="stop after this many finished episodes")
     sim_seconds: float | None = Field(None, gt=0.0, description="or after this much fleet sim time")
     operator_budget_s: float | None = Field(
@@ -195,6 +203,17 @@ class FleetConfig(FrozenConfig):
     )
     teleoperator: TeleoperatorConfig = Field(default=TeleoperatorConfig(), description="the simulated teleoperators")
 
+    @field_validator("robots", mode="before")
+    @classmethod
+    def _robots_shape(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | list):
+            raise ValueError("expected a number of sim robots or a list of robot entries ({kind: ..., ...})")
+        return value
+
+    def robot_configs(self) -> list[RobotKindConfig]:
+        """``robots`` (and ``fake_robots``) as one validated config per entry."""
+        return robot_configs(self.robots, self.fake_robots)
+
     @model_validator(mode="before")
     @classmethod
     def _removed_fields(cls, data: Any) -> Any:
@@ -209,8 +228,16 @@ class FleetConfig(FrozenConfig):
     @model_validator(mode="after")
     def _one_controller(self) -> FleetConfig:
         checked_task(self.task, self.task_config)
-        if self.robots + self.fake_robots == 0:
-            raise ValueError("robots / fake_robots: a fleet needs at least one robot")
+        configs = self.robot_configs()
+        if not configs:
+            raise ValueError("robots: a fleet needs at least one robot")
+        if sum(c.count for c in configs) > 256:
+            raise ValueError(f"robots: {sum(c.count for c in configs)} robots; a fleet runs 256 at most")
+        for i, config in enumerate(configs):
+            task = getattr(config, "task", None) if isinstance(config, SimRobotsConfig) else None
+            if task is not None and resolve_task_name(task) != resolve_task_name(self.task):
+                raise ValueError(f"robots[{i}].kind: sim:{task} in a fleet of {self.task}; a fleet runs one task")
+        slot_names(configs)
         if (self.policy is None) == (self.constant_action is None):
             raise ValueError("policy / constant_action: give exactly one (a checkpoint directory or an action)")
         detector = self.floor_operator.detector

@@ -26,7 +26,7 @@ from vla_recover.envs import TASKS, control_period, resolve_task_name
 from vla_recover.execution import INITIAL_GRIP, chunk_seed
 from vla_recover.fleet.accounting import EffortLedger
 from vla_recover.fleet.actions import ActionGate
-from vla_recover.fleet.backends import fake_robot_workers, sim_workers
+from vla_recover.fleet.backends import SlotContext
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
 from vla_recover.fleet.failures import Failure, FailureWatch, failure_report
@@ -34,6 +34,7 @@ from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunk
 from vla_recover.fleet.operator_api import OperatorAPI
 from vla_recover.fleet.progress import CriticRater, GateRater
 from vla_recover.fleet.recorder import FleetRecorder
+from vla_recover.fleet.robots import ROBOTS, slot_names
 from vla_recover.fleet.slot import Slot
 from vla_recover.fleet.states import MOVING, SlotMachine, SlotState
 from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied
@@ -75,10 +76,17 @@ class FleetManager(OperatorAPI):
             self.task, dict(config.task_config), dict(config.teleoperator.expert), config.rewind_capacity
         )
         self.slots: dict[str, Slot] = {}
-        for i, worker in enumerate(sim_workers(config, spec)):
-            self._add_slot(f"sim{i:02d}", worker)
-        for robot, worker in fake_robot_workers(config, self.task, self.dt):
-            self._add_slot(robot, worker)
+        self.slot_context = SlotContext(config, self.task, self.dt, spec, self.action_dim)
+        self._safety_logged_at = 0.0
+        try:
+            robots = config.robot_configs()
+            for robot_config, names in zip(robots, slot_names(robots), strict=True):
+                build = ROBOTS.get(robot_config.kind).load()
+                for name, worker in zip(names, build(robot_config, names, self.slot_context), strict=True):
+                    self._add_slot(name, worker)
+        except BaseException:
+            self.close()  # the slots started so far, and the recorder
+            raise
         self.failure_progress_drop = config.failure_progress_drop
         self.failure_watch = FailureWatch(config.failure_progress_drop, self._probe)  # sim robots only
         self.operators: list[Any] = []  # ticked before the robots; see vla_recover.teleop.operators
@@ -150,8 +158,18 @@ class FleetManager(OperatorAPI):
         for slot in self.slots.values():
             self.ledger.robot_s += self.dt
             self.ledger.robot_waiting_s += self.dt if slot.waiting_for_human else 0.0
+        self._log_safety()
         self.recorder.flush()
         self.ticks += 1
+
+    def _log_safety(self, every_s: float = 1.0) -> None:
+        """One ``safety_interventions`` event per robot whose filter stepped in, at most once a sim-second: per kind
+        (clipped, rejected, watchdog_hold, estop, ...) the count and the first and last reason."""
+        if self.now() - self._safety_logged_at < every_s:
+            return
+        self._safety_logged_at = self.now()
+        for robot, kinds in self.slot_context.safety.take().items():
+            self.event("safety_interventions", "safety", {"interventions": kinds}, robot)
 
     def _dispatch(self, slot: Slot) -> None:
         """Send this tick's step, and let a sim run ahead on actions the policy has already planned.
@@ -422,5 +440,6 @@ class FleetManager(OperatorAPI):
         try:
             for slot in self.slots.values():
                 slot.worker.close()
+            self._log_safety(every_s=0.0)
         finally:
             self.recorder.close()

@@ -1,14 +1,15 @@
 """A real (or fake) `Robot` as a fleet worker: the same requests as a sim worker, answered by the arm.
 
-A robot has no reset button and no saved states: ``reset`` moves it home (the floor operator resets the scene),
-``rewind_to`` replays the commands since that step backwards (end-effector deltas negated, newest first, gripper as
-it was then), which retraces the path on an arm with delta control. There is no scripted expert on a robot: a
-takeover needs a human device.
+A robot has no reset button and no saved states: ``reset`` moves it home (the floor operator resets the scene), and
+``rewind_to`` retraces its path since that step: end-effector deltas are sent again negated, newest first, gripper as
+it was then; absolute joint commands are replayed backwards (the positions it passed through, newest first). In the
+fleet the robot is a `SafeRobot`, so these commands pass its safety filter like any other. There is no scripted
+expert on a robot: a takeover needs a human device.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -21,8 +22,16 @@ __all__ = ["RobotWorker"]
 class RobotWorker(Worker):
     """Answers worker requests synchronously in the fleet's process (the arm's driver does the I/O)."""
 
-    def __init__(self, robot: Robot, name: str, horizon: int, instruction: str = "") -> None:
+    def __init__(
+        self,
+        robot: Robot,
+        name: str,
+        horizon: int,
+        instruction: str = "",
+        command: Literal["ee_delta", "joint_position"] = "ee_delta",
+    ) -> None:
         self.robot, self.name, self.horizon, self.instruction = robot, name, horizon, instruction
+        self.command = command
         self._answer: Any = None
         self._sent: list[np.ndarray] = []  # action actually sent at each step since the reset
         self.start()
@@ -49,12 +58,19 @@ class RobotWorker(Worker):
             target = int(request[1])
             if not 0 <= target <= len(self._sent):
                 return ValueError(f"rewind: step {target} outside the {len(self._sent)} steps since the reset")
-            for sent in reversed(self._sent[target:]):
-                back = np.concatenate([-sent[:4], sent[4:]])
+            for back in self._path_back(target):
                 self.robot.send_action(back)
             del self._sent[target:]
             return self.robot.get_observation(), self._info()
         return ValueError(f"worker request: unknown kind {kind!r}")
+
+    def _path_back(self, target: int) -> list[np.ndarray]:
+        """The commands that retrace the steps after ``target``, newest first."""
+        if self.command == "ee_delta":
+            return [np.concatenate([-sent[:4], sent[4:]]) for sent in reversed(self._sent[target:])]
+        if target == 0 and self._sent:
+            raise ValueError("rewind: an arm with absolute commands cannot retrace its first step; reset it home")
+        return [sent for sent in reversed(self._sent[target - 1 : -1])] if target < len(self._sent) else []
 
     def send(self, *request: Any) -> None:
         try:

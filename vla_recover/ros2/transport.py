@@ -7,6 +7,7 @@ its topics as their own. Where rclpy is installed, a transport over rclpy can st
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import threading
@@ -15,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-__all__ = ["DdsTransport", "Transport", "dds_topic", "ros_domain_id"]
+__all__ = ["DdsTransport", "Transport", "TransportKind", "dds_topic", "make_transport", "ros_domain_id"]
 
 Profile = Literal["default", "sensor_data"]
+TransportKind = Literal["auto", "rclpy", "dds"]
 
 log = logging.getLogger(__name__)
 
@@ -186,3 +188,19 @@ class DdsTransport:
             self._writers.clear()
             self._topics.clear()
             self.participant = None  # the last reference: Cyclone deletes the participant and its children
+
+
+def make_transport(
+    kind: str, name: str = "vla_recover", domain_id: int | None = None, dds_config: str | Path | None = None
+) -> Transport:
+    """A transport of ``kind``: ``rclpy`` (a sourced ROS 2; the node is called ``name``), ``dds`` (Cyclone DDS
+    directly), or ``auto`` (rclpy when it is installed, else dds)."""
+    if kind not in ("auto", "rclpy", "dds"):
+        raise ValueError(f"transport: got {kind!r}; valid choices: auto, rclpy, dds")
+    if kind == "rclpy" or (kind == "auto" and importlib.util.find_spec("rclpy") is not None):
+        if domain_id is not None:  # rclpy reads the domain from the environment only
+            os.environ["ROS_DOMAIN_ID"] = str(domain_id)
+        from vla_recover.ros2.rclpy_transport import RclpyTransport
+
+        return RclpyTransport(name)
+    return DdsTransport(domain_id, dds_config)

@@ -90,7 +90,7 @@ async def stream(websocket: WebSocket) -> None:
 
 def _operation(console: Console, user: User, robot: str, action: str, body: dict[str, Any]) -> Callable[[Any], Any]:
     """The fleet call for ``action``, checked before it is queued; it runs on the control thread."""
-    from vla_recover.teleop.devices import RemoteDevice
+    from vla_recover.teleop.kinds import make_device
 
     name = user.name
     if robot != "all":  # an unknown robot is a 404 before any lease or body is looked at
@@ -114,7 +114,7 @@ def _operation(console: Console, user: User, robot: str, action: str, body: dict
     if action == "takeover":
 
         def grant(fleet: Any) -> dict[str, Any]:
-            lease = fleet.grant_takeover(robot, name, RemoteDevice())
+            lease = fleet.grant_takeover(robot, name, make_device("remote"))
             console.leases[robot] = (name, lease.token)
             return {"lease_expires_s": round(lease.expires - fleet.now(), 2)}
 

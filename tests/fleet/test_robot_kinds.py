@@ -1,0 +1,148 @@
+"""Robots by kind: a fleet config lists its robots (sim, fake, ros2, lerobot:<type>), every hardware slot stands
+behind its safety filter, and a robot without the task's features is refused at start."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.fleet.test_fleet import fleet_config, tick_until
+from vla_recover.config import ConfigError
+from vla_recover.data import EpisodeStore
+from vla_recover.fleet import FleetManager, SlotState
+from vla_recover.fleet.robot_backend import RobotWorker
+from vla_recover.fleet.robots import ROBOTS, RobotFeatureError
+from vla_recover.hardware.robot import Robot, RobotError
+from vla_recover.teleop.kinds import make_device
+
+JOINT_SAFETY = {"command": "joint_position", "low": [-1.0] * 5, "high": [1.0] * 5}
+
+
+def test_a_fleet_lists_its_robots_by_kind_and_names_them(tmp_path: Path) -> None:
+    robots = [{"kind": "sim", "count": 1}, {"kind": "fake", "name": "bench_arm"}, {"kind": "fake", "count": 2}]
+    config = fleet_config(tmp_path, robots=robots, episodes=4, task_config={"horizon": 15})
+    FleetManager(config).run()
+    with EpisodeStore(tmp_path / "store") as store:
+        assert {row.robot for row in store.episodes()} <= {"sim00", "bench_arm", "fake00", "fake01"}
+        assert len(store) >= 4
+    # the older shorthand is the same fleet as its list
+    shorthand = fleet_config(tmp_path, robots=1, fake_robots=2)
+    assert [(c.kind, c.count) for c in shorthand.robot_configs()] == [("sim", 1), ("fake", 2)]
+
+
+@pytest.mark.parametrize(
+    ("robots", "extra", "message"),
+    [
+        (
+            [{"kind": "ur5"}],
+            {},
+            r"robots\[0\]\.kind: unknown robot kind 'ur5'; valid choices: fake, lerobot, ros2, sim",
+        ),
+        ([{"kind": "sim"}], {"fake_robots": 1}, r"fake_robots: got 1 beside a robots list; list them there"),
+        ([{"kind": "fake", "name": "a"}, {"kind": "fake", "name": "a"}], {}, r"the names \['a'\] are given to more"),
+        ([{"kind": "sim:PickPlaceBin"}], {}, r"robots\[0\]\.kind: sim:PickPlaceBin in a fleet of LiftCube"),
+        ([{"kind": "ros2", "name": "arm", "joint_names": ["j1"]}], {}, r"robots\[0\]\.safety"),
+        ([{"kind": "fake", "count": 0}], {}, r"robots\[0\]\.count"),
+        ([{"kind": "fake:big"}], {}, r"a fake robot takes no ':<variant>'"),
+        (["fake"], {}, r"robots\[0\]: expected a mapping with a kind, got 'fake'"),
+        ([], {}, r"robots: a fleet needs at least one robot"),
+    ],
+)
+def test_a_bad_robots_entry_is_refused_naming_the_field(
+    tmp_path: Path, robots: list[Any], extra: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        fleet_config(tmp_path, robots=robots, **extra)
+
+
+def test_a_robot_without_the_tasks_features_is_refused_at_start_and_nothing_is_left_running(tmp_path: Path) -> None:
+    arm = {"kind": "ros2", "name": "arm_left", "joint_names": [f"j{i}" for i in range(5)], "safety": JOINT_SAFETY}
+    config = fleet_config(tmp_path, robots=[{"kind": "sim", "count": 1}, arm])
+    before = set(mp.active_children())
+    with pytest.raises(RobotFeatureError, match=r"robot 'arm_left' \(ros2\): observation feature 'state' has shape"):
+        FleetManager(config)
+    assert set(mp.active_children()) <= before  # the sim worker started before the arm was refused is gone
+
+
+def test_a_lerobot_arm_where_lerobot_is_missing_is_refused_saying_how_to_install_it(tmp_path: Path) -> None:
+    arm = {"kind": "lerobot:so101_follower", "port": "/dev/null", "safety": JOINT_SAFETY}
+    config = fleet_config(tmp_path, robots=[arm])
+    assert config.robot_configs()[0].type == "so101_follower"  # type: ignore[attr-defined]
+    with pytest.raises(RobotError, match="LeRobot"):
+        FleetManager(config)
+
+
+def test_a_fake_arm_in_the_fleet_stays_inside_its_safety_workspace_and_the_filter_reports_once(
+    tmp_path: Path,
+) -> None:
+    box = {"low": [-0.4, -0.4, 0.0], "high": [0.4, 0.4, 0.27]}  # home is z = 0.25: 1 step of 0.02 m of room
+    arm = {"kind": "fake", "name": "arm", "safety": {"workspace": box, "watchdog_s": 30.0}}
+    fleet = FleetManager(fleet_config(tmp_path, robots=[arm], episodes=1, task_config={"horizon": 30}))
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: fleet.slots["arm"].state is SlotState.AUTONOMOUS)
+        up = make_device("scripted", {"actions": [[0.0, 0.0, 1.0, 0.0, -1.0]] * 12})
+        lease = fleet.grant_takeover("arm", "alice", up)
+        heights = []
+        for _ in range(12):
+            fleet.tick()
+            heights.append(float(fleet.slots["arm"].obs["state"][2]))
+        fleet.release_takeover("arm", lease.token)
+    finally:
+        fleet.close()
+    assert max(heights) == pytest.approx(0.27, abs=1e-6)
+    with EpisodeStore(tmp_path / "store") as store:
+        reports = [e for e in store.events(robot="arm") if e.kind == "safety_interventions"]
+    assert reports and sum(r.payload["interventions"]["clipped"]["count"] for r in reports) >= 10
+    assert len(reports) <= 3  # one summary a sim-second, not one event a command
+
+
+class _JointArm(Robot):
+    """Absolute joint commands, recorded as they arrive."""
+
+    def __init__(self) -> None:
+        self.received: list[list[float]] = []
+        self._connected = False
+
+    observation_features = property(lambda self: {"state": (2,)})
+    action_features = property(lambda self: {"action": (2,)})
+    is_connected = property(lambda self: self._connected)
+
+    def connect(self) -> None:
+        self._connected = True
+
+    def disconnect(self) -> None:
+        self._connected = False
+
+    def get_observation(self) -> dict[str, np.ndarray]:
+        return {"state": np.zeros(2, np.float32)}
+
+    def send_action(self, action: np.ndarray) -> np.ndarray:
+        self.received.append(np.asarray(action).tolist())
+        return np.asarray(action, np.float64)
+
+    def home(self) -> dict[str, np.ndarray]:
+        return self.get_observation()
+
+
+def test_a_rewind_of_an_arm_with_absolute_commands_replays_its_positions_backwards() -> None:
+    arm = _JointArm()
+    worker = RobotWorker(arm, "joints", horizon=50, command="joint_position")
+    worker.call("reset", 0)
+    for position in ([0.1, 0.0], [0.2, 0.1], [0.3, 0.2]):
+        worker.call("step", np.array(position))
+    arm.received.clear()
+    worker.call("rewind_to", 1)
+    assert arm.received == [[0.2, 0.1], [0.1, 0.0]]  # back through where it was, to where step 1 left it
+    with pytest.raises(ValueError, match="cannot retrace its first step"):
+        worker.call("rewind_to", 0)
+
+
+def test_every_robot_kind_names_its_config_and_slot_factory() -> None:
+    assert ROBOTS.names() == ["fake", "lerobot", "ros2", "sim"]
+    for entry in ROBOTS:
+        assert callable(entry.load()) and entry.config_cls.model_fields["kind"].default == entry.name
