@@ -64,7 +64,11 @@ class SafetyConfig(FrozenConfig):
     position_key: str = Field(
         "state", description="observation key that holds the present position (joints, or the end effector's xyz)"
     )
-    position_indices: list[int] = Field(default_factory=lambda: [0, 1, 2], description="present position in the key")
+    position_indices: list[int] | None = Field(
+        None,
+        description="present position in the key; None: every joint (joint_position, one per limit) or x, y, z "
+        "(ee_delta, the first three)",
+    )
     gripper_index: int | None = Field(4, description="ee_delta: held at its last value while holding")
     watchdog_s: float = Field(
         0.25, gt=0.0, description="seconds without a fresh command or observation before the robot is held"
@@ -89,7 +93,20 @@ class SafetyConfig(FrozenConfig):
             raise ValueError("low / high: joint_position commands need joint limits")
         if self.workspace is not None and self.command != "ee_delta":
             raise ValueError("workspace: only for ee_delta commands")
+        indices, low = self.position_indices, self.low
+        if self.command == "joint_position" and indices is not None and low is not None and len(indices) != len(low):
+            raise ValueError(
+                f"position_indices: {len(indices)} for {len(low)} joints; joint_position commands compare every "
+                "joint with its measured position"
+            )
         return self
+
+    @property
+    def present_indices(self) -> list[int]:
+        """Where the present position is in ``position_key``: as given, else every joint or x, y, z."""
+        if self.position_indices is not None:
+            return self.position_indices
+        return list(range(len(self.low or []))) if self.command == "joint_position" else [0, 1, 2]
 
 
 class SafetyFilter:
@@ -119,7 +136,7 @@ class SafetyFilter:
     # -- inputs -----------------------------------------------------------------------------------------------------
     def observe(self, observation: dict[str, np.ndarray]) -> None:
         values = np.asarray(observation[self.config.position_key], dtype=np.float64).reshape(-1)
-        position = values[self.config.position_indices]
+        position = values[self.config.present_indices]
         if np.all(np.isfinite(position)):
             self.present = position
             self.last_observation = self.clock()
@@ -186,7 +203,7 @@ class SafetyFilter:
             step = self.config.max_velocity * self.dt
             bounds.append((reference - step, reference + step))
         if self.config.workspace is not None and self.present is not None:
-            n = len(self.config.position_indices)
+            n = len(self.config.present_indices)
             unit = self.config.translation_per_unit
             box_lo, box_hi = np.full(self.dim, -np.inf), np.full(self.dim, np.inf)
             box_lo[:n] = (np.asarray(self.config.workspace.low) - self.present) / unit
@@ -291,11 +308,27 @@ class SafeRobot(Robot):
         with self._lock:
             return self.robot.send_action(self.filter.filter(action))
 
-    def home(self) -> dict[str, np.ndarray]:
-        with self._lock:
-            observation = self.robot.home()
-            self.filter.observe(observation)
-        return observation
+    def home(self, tolerance: float = 1e-3, max_steps: int = 2000) -> dict[str, np.ndarray]:
+        """Back to the start pose. An arm with absolute joint commands and a ``home_position`` gets there along a
+        trajectory within the filter's limits (each command bounded in reach and velocity, one a control period),
+        never in one jump; any other robot homes through its own driver."""
+        target = getattr(self.robot, "home_position", None)
+        if self.filter.config.command != "joint_position" or target is None:
+            with self._lock:
+                observation = self.robot.home()
+                self.filter.observe(observation)
+            return observation
+        target = np.asarray(target, dtype=np.float64)
+        for _ in range(max_steps):
+            observation = self.get_observation()
+            if self.filter.present is not None and np.max(np.abs(self.filter.present - target)) <= tolerance:
+                return observation
+            self.send_action(target)  # the filter makes it one bounded step towards home
+            time.sleep(self.filter.dt)
+        raise RobotError(
+            f"{self.name}: homing did not reach {target.tolist()} within {max_steps} steps (at "
+            f"{None if self.filter.present is None else self.filter.present.tolist()})"
+        )
 
     def estop(self, who: str, reason: str = "") -> None:
         with self._lock:

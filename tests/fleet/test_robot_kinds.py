@@ -17,6 +17,7 @@ from vla_recover.fleet import FleetManager, SlotState
 from vla_recover.fleet.robot_backend import RobotWorker
 from vla_recover.fleet.robots import ROBOTS, RobotFeatureError
 from vla_recover.hardware.robot import Robot, RobotError
+from vla_recover.hardware.safety import SafeRobot, SafetyConfig
 from vla_recover.teleop.kinds import make_device
 
 JOINT_SAFETY = {"command": "joint_position", "low": [-1.0] * 5, "high": [1.0] * 5}
@@ -91,6 +92,8 @@ def test_a_fake_arm_in_the_fleet_stays_inside_its_safety_workspace_and_the_filte
         for _ in range(12):
             fleet.tick()
             heights.append(float(fleet.slots["arm"].obs["state"][2]))
+        actors = [row["actor"] for row in fleet.slots["arm"].attempt.rows[-12:]]  # type: ignore[union-attr]
+        assert actors[0] == "human" and set(actors[2:]) == {"safety"}  # clipped rows are not what alice chose
         fleet.release_takeover("arm", lease.token)
     finally:
         fleet.close()
@@ -102,10 +105,12 @@ def test_a_fake_arm_in_the_fleet_stays_inside_its_safety_workspace_and_the_filte
 
 
 class _JointArm(Robot):
-    """Absolute joint commands, recorded as they arrive."""
+    """Absolute joint commands, recorded as they arrive; the joints go where they are sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, start: list[float] | None = None, home_position: list[float] | None = None) -> None:
         self.received: list[list[float]] = []
+        self.position = np.asarray(start or [0.0, 0.0])
+        self.home_position = home_position
         self._connected = False
 
     observation_features = property(lambda self: {"state": (2,)})
@@ -119,13 +124,14 @@ class _JointArm(Robot):
         self._connected = False
 
     def get_observation(self) -> dict[str, np.ndarray]:
-        return {"state": np.zeros(2, np.float32)}
+        return {"state": self.position.astype(np.float32)}
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
         self.received.append(np.asarray(action).tolist())
-        return np.asarray(action, np.float64)
+        self.position = np.asarray(action, np.float64)
+        return self.position.copy()
 
-    def home(self) -> dict[str, np.ndarray]:
+    def home(self) -> dict[str, np.ndarray]:  # the driver's own homing: stays put (a jump would send nothing)
         return self.get_observation()
 
 
@@ -146,3 +152,29 @@ def test_every_robot_kind_names_its_config_and_slot_factory() -> None:
     assert ROBOTS.names() == ["fake", "lerobot", "ros2", "sim"]
     for entry in ROBOTS:
         assert callable(entry.load()) and entry.config_cls.model_fields["kind"].default == entry.name
+
+
+def test_homing_an_arm_with_absolute_commands_follows_a_trajectory_within_its_limits() -> None:
+    arm = _JointArm(start=[0.9, -0.9], home_position=[0.0, 0.0])
+    limits = {"command": "joint_position", "low": [-1.0, -1.0], "high": [1.0, 1.0], "max_relative_target": 0.1}
+    with SafeRobot(arm, SafetyConfig(**limits, control_hz=500.0, watchdog_s=30.0)) as safe:
+        safe.home()
+    path = [[0.9, -0.9], *arm.received]
+    steps = np.abs(np.diff(np.asarray(path), axis=0))
+    assert len(arm.received) >= 9 and steps.max() <= 0.1 + 1e-6  # nine bounded steps, not one jump
+    np.testing.assert_allclose(arm.position, [0.0, 0.0], atol=1e-3)
+
+
+def test_the_fleets_estop_latches_a_hardware_slots_safety_filter(tmp_path: Path) -> None:
+    fleet = FleetManager(fleet_config(tmp_path, robots=[{"kind": "fake", "name": "arm"}], task_config={"horizon": 30}))
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: fleet.slots["arm"].state is SlotState.AUTONOMOUS)
+        safe = fleet.slots["arm"].worker.robot  # type: ignore[attr-defined]
+        fleet.estop("floor")  # E-STOP ALL
+        assert safe.filter.estopped and fleet.slots["arm"].state is SlotState.ESTOPPED
+        assert np.allclose(safe.send_action(np.array([1.0, 0, 0, 0, 1.0]))[:4], 0.0)  # latched: every command holds
+        fleet.clear_estop("arm", "floor")
+        assert not safe.filter.estopped
+    finally:
+        fleet.close()

@@ -25,11 +25,12 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 
-# Who chose a step's action. ``hold`` and ``rewind`` mark rows no one chose: the robot held still (a human reacting, a
-# lost lease or a silent device, a rejected policy chunk) or went back through states it had visited. The codes are
-# stored, so new actors are only ever appended.
-ACTORS: tuple[str, ...] = ("policy", "human", "guided", "scripted", "hold", "rewind")
-UNCHOSEN_ACTORS: tuple[str, ...] = ("hold", "rewind")  # rows no method imitates
+# Who chose a step's action. ``hold``, ``rewind`` and ``safety`` mark rows no one chose: the robot held still (a human
+# reacting, a lost lease or a silent device, a rejected policy chunk), went back through states it had visited, or
+# was sent what a hardware slot's safety filter made of the command (held or clipped). The codes are stored, so new
+# actors are only ever appended.
+ACTORS: tuple[str, ...] = ("policy", "human", "guided", "scripted", "hold", "rewind", "safety")
+UNCHOSEN_ACTORS: tuple[str, ...] = ("hold", "rewind", "safety")  # rows no method imitates
 OUTCOMES: tuple[str, ...] = ("success", "failure", "truncated", "aborted")
 SEGMENT_KINDS: tuple[str, ...] = (
     # from supervision

@@ -22,6 +22,7 @@ import numpy as np
 
 from vla_recover.curves import last_in_distribution
 from vla_recover.data import EpisodeStore
+from vla_recover.data.schema import UNCHOSEN_ACTORS
 from vla_recover.envs import TASKS, control_period, resolve_task_name
 from vla_recover.execution import INITIAL_GRIP, chunk_seed
 from vla_recover.fleet.accounting import EffortLedger
@@ -222,7 +223,8 @@ class FleetManager(OperatorAPI):
             self._reset_done(slot, entry[1], *reply)
             return
         obs, info, terminated, truncated, taken = reply
-        self._record(slot, taken, entry[2], entry[3], obs, info)
+        actor = "safety" if info.get("safety_replaced") and entry[2] not in UNCHOSEN_ACTORS else entry[2]
+        self._record(slot, taken, actor, entry[3], obs, info)
         if slot.state in (S.AUTONOMOUS, S.TAKEOVER_REQUESTED) and slot.worker.simulated:
             self.failure_watch.stepped(slot, info, self.now())
         if terminated or truncated:

@@ -161,11 +161,13 @@ class OperatorAPI(ABC):
             self._end_attempt(slot, "aborted", reason="estop")
             self._drop_lease(slot)
             slot.machine.to(S.ESTOPPED, f"by {operator}")
+            slot.worker.estop(operator, "fleet e-stop")  # a hardware slot's filter latches and holds the arm
             self.event("estop", operator, {}, slot.robot)
 
     def clear_estop(self, robot: str, operator: str) -> None:
         slot = self.slot(robot)
         slot.machine.to(S.IDLE, f"cleared by {operator}")
+        slot.worker.clear_estop(operator)
         slot.needs_reset = True
         self.event("estop_cleared", operator, {}, robot)
 

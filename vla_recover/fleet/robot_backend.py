@@ -15,6 +15,7 @@ import numpy as np
 
 from vla_recover.fleet.worker import Worker, WorkerDied
 from vla_recover.hardware.robot import Robot, RobotError
+from vla_recover.hardware.safety import SafeRobot
 
 __all__ = ["RobotWorker"]
 
@@ -50,10 +51,14 @@ class RobotWorker(Worker):
         if kind == "step":
             if request[1] is None:
                 return ValueError(f"{self.name}: a robot has no scripted expert; take over with a device")
-            sent = self.robot.send_action(request[1])
+            requested = np.asarray(request[1], dtype=np.float64)
+            sent = self.robot.send_action(requested)
             self._sent.append(sent)
             truncated = len(self._sent) >= self.horizon
-            return self.robot.get_observation(), self._info(), False, truncated, sent.astype(np.float32)
+            # what the safety filter (or the arm's own limits) made of the command: the row is not what was chosen
+            replaced = sent.shape != requested.shape or not np.allclose(sent, requested, rtol=0.0, atol=1e-9)
+            info = {**self._info(), "safety_replaced": bool(replaced)}
+            return self.robot.get_observation(), info, False, truncated, sent.astype(np.float32)
         if kind == "rewind_to":
             target = int(request[1])
             if not 0 <= target <= len(self._sent):
@@ -71,6 +76,14 @@ class RobotWorker(Worker):
         if target == 0 and self._sent:
             raise ValueError("rewind: an arm with absolute commands cannot retrace its first step; reset it home")
         return [sent for sent in reversed(self._sent[target - 1 : -1])] if target < len(self._sent) else []
+
+    def estop(self, who: str, reason: str) -> None:
+        if isinstance(self.robot, SafeRobot):
+            self.robot.estop(who, reason)
+
+    def clear_estop(self, who: str) -> None:
+        if isinstance(self.robot, SafeRobot):
+            self.robot.clear_estop(who)
 
     def send(self, *request: Any) -> None:
         try:

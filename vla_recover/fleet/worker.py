@@ -59,6 +59,12 @@ class Worker(abc.ABC):
     def kill(self) -> None:
         """Stop the worker without warning (tests and fault drills)."""
 
+    def estop(self, who: str, reason: str) -> None:  # noqa: B027 - a sim has no latch: the fleet stops sending
+        """Latch the robot's own e-stop, where it has one (a hardware slot's safety filter)."""
+
+    def clear_estop(self, who: str) -> None:  # noqa: B027
+        """Clear that latch; logged by the filter with who cleared it."""
+
     def flush(self) -> None:
         """Send what ``send`` queued, for workers that batch requests; the fleet calls it after each round of sends."""
         return None
