@@ -3,9 +3,10 @@ behind its safety filter, and a robot without the task's features is refused at 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from vla_recover.data import EpisodeStore
 from vla_recover.fleet import FleetManager, SlotState
 from vla_recover.fleet.robot_backend import RobotWorker
 from vla_recover.fleet.robots import ROBOTS, RobotFeatureError
-from vla_recover.hardware.robot import Robot, RobotError
+from vla_recover.hardware.robot import FakeRobot, Robot, RobotError
 from vla_recover.hardware.safety import SafeRobot, SafetyConfig
 from vla_recover.teleop.kinds import make_device
 
@@ -178,3 +179,54 @@ def test_the_fleets_estop_latches_a_hardware_slots_safety_filter(tmp_path: Path)
         assert not safe.filter.estopped
     finally:
         fleet.close()
+
+
+class _RecordingFake(FakeRobot):
+    """A fake arm that keeps every command it receives."""
+
+    received: ClassVar[list[np.ndarray]] = []
+
+    def send_action(self, action: np.ndarray) -> np.ndarray:
+        _RecordingFake.received.append(np.asarray(action, np.float64).copy())
+        return super().send_action(action)
+
+
+def test_no_command_from_a_device_the_console_or_a_policy_reaches_an_arm_outside_its_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("vla_recover.fleet.backends.FakeRobot", _RecordingFake)
+    _RecordingFake.received = []
+    safety = {"low": [-0.5] * 5, "high": [0.5] * 5, "max_velocity": 4.0, "control_hz": 20.0, "watchdog_s": 30.0}
+    step = 4.0 / 20.0
+    rng = np.random.default_rng(0)
+    wild = rng.normal(0.0, 3.0, size=(60, 5))
+    wild[rng.random(60) < 0.1] = np.nan
+    wild[rng.random(60) < 0.05] = np.inf
+    config = fleet_config(
+        tmp_path,
+        robots=[{"kind": "fake", "name": "arm", "safety": safety}],
+        constant_action=[1.4, -1.4, 0.9, 0.0, 1.0],  # the policy overshoots: clipped to [-1, 1], then to the limits
+        policy_action_tolerance=0.5,
+        task_config={"horizon": 200},
+    )
+    fleet = FleetManager(config)
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: fleet.slots["arm"].state is SlotState.AUTONOMOUS)
+        for _ in range(10):
+            fleet.tick()
+        lease = fleet.grant_takeover("arm", "alice", make_device("scripted", {"actions": wild[:30].tolist()}))
+        for _ in range(30):
+            fleet.tick()
+        fleet.release_takeover("arm", lease.token)
+        lease = fleet.grant_takeover("arm", "bob", make_device("remote"))
+        for action in wild[30:]:
+            with contextlib.suppress(ValueError):  # refused out of range or NaN: the sender hears why
+                fleet.command("arm", lease.token, action)
+            fleet.tick()
+    finally:
+        fleet.close()
+    received = np.asarray(_RecordingFake.received)
+    assert len(received) >= 60 and np.all(np.isfinite(received))
+    assert np.all(received >= -0.5 - 1e-9) and np.all(received <= 0.5 + 1e-9)
+    assert np.all(np.abs(np.diff(received, axis=0)) <= step + 1e-9)
