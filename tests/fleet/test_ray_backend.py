@@ -20,6 +20,7 @@ def local_ray():  # type: ignore[no-untyped-def]
     ray.shutdown()
 
 
+@pytest.mark.slow  # a local Ray cluster takes most of a minute to start and stop on two cores
 def test_ray_actors_run_the_fleet_and_a_killed_actor_is_a_fault(tmp_path: Path, local_ray: None) -> None:
     fleet = FleetManager(fleet_config(tmp_path, backend="ray", episodes=3, task_config={"horizon": 20}))
     run_killing_one_worker(fleet, "sim01", 7)
