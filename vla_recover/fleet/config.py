@@ -234,7 +234,7 @@ class FleetConfig(FrozenConfig):
         if sum(c.count for c in configs) > 256:
             raise ValueError(f"robots: {sum(c.count for c in configs)} robots; a fleet runs 256 at most")
         for i, config in enumerate(configs):
-            task = getattr(config, "task", None) if isinstance(config, SimRobotsConfig) else None
+            task = config.task if isinstance(config, SimRobotsConfig) else None
             if task is not None and resolve_task_name(task) != resolve_task_name(self.task):
                 raise ValueError(f"robots[{i}].kind: sim:{task} in a fleet of {self.task}; a fleet runs one task")
         slot_names(configs)

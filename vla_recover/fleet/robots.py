@@ -14,6 +14,7 @@ it builds), and one ``ROBOTS.register`` line.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any, Literal
 
@@ -182,16 +183,9 @@ def check_features(robot: Any, kind: str, task: str, observation: dict[str, tupl
                 f"robot {robot.name!r} ({kind}): observation feature {key!r} has shape {declared[key]}, {task} needs "
                 f"{tuple(shape)}"
             )
-    size = sum(int(_size(shape)) for shape in robot.action_features.values())
+    size = sum(math.prod(shape) for shape in robot.action_features.values())
     if size != action_dim:
         raise RobotFeatureError(
             f"robot {robot.name!r} ({kind}): its actions {dict(robot.action_features)} have {size} values, {task}'s "
             f"have {action_dim}"
         )
-
-
-def _size(shape: tuple[int, ...]) -> int:
-    total = 1
-    for n in shape:
-        total *= int(n)
-    return total
