@@ -53,6 +53,11 @@ class Robot(abc.ABC):
     def home(self) -> dict[str, np.ndarray]:
         """Move to the start pose; returns the observation there."""
 
+    def observation_age(self) -> float:
+        """Seconds since the newest usable observation was measured (infinite while a sensor's latest reading is
+        unusable). A driver that reads its sensors when asked is never stale: 0."""
+        return 0.0
+
     def __enter__(self) -> Robot:
         self.connect()
         return self

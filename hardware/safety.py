@@ -9,8 +9,11 @@ dimension is clipped to the intersection of
 - for end-effector deltas, the step that keeps the commanded position inside the ``workspace`` box.
 The absolute limits always hold; a further bound that cannot be met together with the stronger ones is approached
 as far as they allow (priority: step from the last command, workspace, reach from the present position). The hold
-(the present position, or a zero delta with the grip kept) goes through the same bounds. A watchdog
-(`SafetyFilter.watchdog`) commands the hold when no fresh command or observation came within ``watchdog_s``.
+(the present position, or a zero delta with the grip kept) goes through the same bounds. The robot is held, whatever
+is commanded, while its observation is older than ``watchdog_s`` (the driver's `Robot.observation_age`) or its
+latest measured position was rejected (non-finite, or further than ``measured_margin`` outside the joint limits or
+the workspace: a sensor fault, not a place the arm can be). A watchdog (`SafetyFilter.watchdog`) commands the hold
+when no fresh command or observation came within ``watchdog_s``.
 Every intervention is counted by kind and passed to ``on_event`` (logged as a warning where there is none).
 """
 
@@ -73,6 +76,12 @@ class SafetyConfig(FrozenConfig):
     watchdog_s: float = Field(
         0.25, gt=0.0, description="seconds without a fresh command or observation before the robot is held"
     )
+    measured_margin: float = Field(
+        0.05,
+        ge=0.0,
+        description="how far a measured position may lie outside the joint limits (joint_position) or the "
+        "workspace (ee_delta) before it is rejected as a sensor fault and the robot held",
+    )
     control_hz: float = Field(
         20.0,
         gt=0.0,
@@ -130,18 +139,37 @@ class SafetyFilter:
         self.present: np.ndarray | None = None  # measured position (joints, or the end effector's xyz)
         self.previous: np.ndarray | None = None  # the last command sent
         self.last_command = self.last_observation = -np.inf
+        self.measured_ok = True  # the latest measured position was usable
         self.estopped = False
         self.estop_reason = ""
 
     # -- inputs -----------------------------------------------------------------------------------------------------
-    def observe(self, observation: dict[str, np.ndarray]) -> None:
+    def observe(self, observation: dict[str, np.ndarray]) -> bool:
+        """Take the measured position from ``observation``; False (and the robot held) when it is unusable."""
         values = np.asarray(observation[self.config.position_key], dtype=np.float64).reshape(-1)
         position = values[self.config.present_indices]
-        if np.all(np.isfinite(position)):
-            self.present = position
-            self.last_observation = self.clock()
+        problem = self._implausible(position)
+        self.measured_ok = problem is None
+        if problem is not None:
+            self._intervene("observation_rejected", reason=f"{problem} {np.round(position, 4).tolist()}")
+            return False
+        self.present = position
+        self.last_observation = self.clock()
+        return True
+
+    def _implausible(self, position: np.ndarray) -> str | None:
+        if not np.all(np.isfinite(position)):
+            return "non-finite position"
+        margin = self.config.measured_margin
+        if self.config.command == "joint_position":
+            low, high = self.low, self.high
+        elif self.config.workspace is not None:
+            low, high = np.asarray(self.config.workspace.low), np.asarray(self.config.workspace.high)
         else:
-            self._intervene("observation_rejected", reason=f"non-finite position {position.tolist()}")
+            return None
+        if np.any(position < low - margin) or np.any(position > high + margin):
+            return "position outside the limits"
+        return None
 
     def estop(self, who: str, reason: str = "") -> None:
         if not self.estopped:
@@ -162,8 +190,9 @@ class SafetyFilter:
             rest = self.previous if self.previous is not None else np.zeros(self.dim)
         return self._clip(np.clip(rest, self.low, self.high))
 
-    def filter(self, command: Any) -> np.ndarray:
-        """The safe command for ``command`` (whatever it is); records it as sent."""
+    def filter(self, command: Any, observation_age: float = 0.0) -> np.ndarray:
+        """The safe command for ``command`` (whatever it is) with an observation ``observation_age`` seconds old;
+        records it as sent."""
         self.last_command = self.clock()
         try:
             action = np.asarray(command, dtype=np.float64).reshape(-1)
@@ -176,6 +205,10 @@ class SafetyFilter:
             return self._send(self.hold())
         if self.estopped:
             self.counts["estop_hold"] += 1
+            return self._send(self.hold())
+        if observation_age > self.config.watchdog_s or not self.measured_ok:
+            why = "the observation is stale" if self.measured_ok else "the measured position was rejected"
+            self._intervene("watchdog_hold", stale=["observation"], reason=f"{why} ({observation_age:.3f} s old)")
             return self._send(self.hold())
         safe = self._clip(action)
         if np.any(np.abs(safe - action) > 1e-12):
@@ -235,11 +268,12 @@ class SafetyFilter:
             points.append(previous)
         return points
 
-    def watchdog(self) -> np.ndarray | None:
-        """The hold when the command or the observation went stale; None while both are fresh."""
+    def watchdog(self, observation_age: float = 0.0) -> np.ndarray | None:
+        """The hold when the command or the observation (the last one taken, or the driver's newest, which is
+        ``observation_age`` seconds old) went stale; None while both are fresh."""
         now, limit = self.clock(), self.config.watchdog_s
-        stale = [name for name, t in (("command", self.last_command), ("observation", self.last_observation))
-                 if now - t > limit]  # fmt: skip
+        ages = {"command": now - self.last_command, "observation": max(now - self.last_observation, observation_age)}
+        stale = [name for name, age in ages.items() if age > limit]
         if not stale:
             return None
         self._intervene("watchdog_hold", stale=stale)
@@ -270,6 +304,7 @@ class SafeRobot(Robot):
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
+        self._last_good: dict[str, np.ndarray] | None = None
 
     @property
     def observation_features(self) -> dict[str, tuple[int, ...]]:
@@ -297,16 +332,22 @@ class SafeRobot(Robot):
         self.robot.disconnect()
 
     def get_observation(self) -> dict[str, np.ndarray]:
+        """The robot's observation; one whose measured position the filter rejects is replaced by the last one it
+        accepted (the robot is held meanwhile), so no implausible reading reaches a policy."""
         with self._lock:
             observation = self.robot.get_observation()
-            self.filter.observe(observation)
-        return observation
+            if self.filter.observe(observation) or self._last_good is None:
+                self._last_good = observation
+            return self._last_good
+
+    def observation_age(self) -> float:
+        return self.robot.observation_age()
 
     def send_action(self, action: np.ndarray) -> np.ndarray:
         if not self.robot.is_connected:
             raise RobotError(f"{self.name}: not connected")
         with self._lock:
-            return self.robot.send_action(self.filter.filter(action))
+            return self.robot.send_action(self.filter.filter(action, self.robot.observation_age()))
 
     def home(self, tolerance: float = 1e-3, max_steps: int = 2000) -> dict[str, np.ndarray]:
         """Back to the start pose. An arm with absolute joint commands and a ``home_position`` gets there along a
@@ -340,9 +381,9 @@ class SafeRobot(Robot):
             self.filter.clear_estop(who)
 
     def _watch(self) -> None:
-        period = self.filter.config.watchdog_s / 4
+        period = min(self.filter.config.watchdog_s / 4, self.filter.dt)  # a hold within a control period
         while not self._stop.wait(period):
             with self._lock:
-                hold = self.filter.watchdog()
+                hold = self.filter.watchdog(self.robot.observation_age())
                 if hold is not None and self.robot.is_connected:
                     self.robot.send_action(hold)

@@ -16,13 +16,16 @@ from vla_recover.hardware.safety import SafeRobot, SafetyConfig, SafetyFilter
 EPS = 1e-9
 numbers = st.floats(allow_nan=True, allow_infinity=True, width=64) | st.floats(-10.0, 10.0)
 commands = st.lists(numbers, min_size=0, max_size=8) | st.lists(st.floats(-3.0, 3.0), min_size=6, max_size=6)
-positions = st.lists(st.floats(-2.0, 2.0), min_size=6, max_size=6)
 
 JOINTS = validate_config(
     SafetyConfig,
     {"command": "joint_position", "low": [-1.5, -1.0, -2.0, -1.0, -1.0, 0.0], "high": [1.5, 1.0, 2.0, 1.0, 1.0, 0.8],
      "max_relative_target": 0.1, "max_velocity": 1.0, "position_indices": [0, 1, 2, 3, 4, 5]},
 )  # fmt: skip
+# measured positions the filter accepts: inside the joint limits, or no further outside than its margin
+positions = st.tuples(
+    *(st.floats(lo - 0.05, hi + 0.05) for lo, hi in zip(JOINTS.low or [], JOINTS.high or [], strict=True))
+)
 EE = validate_config(
     SafetyConfig,
     {"command": "ee_delta", "workspace": {"low": [-0.3, -0.3, 0.0], "high": [0.3, 0.3, 0.4]}, "max_velocity": 20.0},
@@ -31,9 +34,9 @@ EE = validate_config(
 
 @settings(max_examples=300, deadline=None)
 @given(present=positions, sequence=st.lists(commands, min_size=1, max_size=6))
-def test_joint_commands_never_leave_the_limits(present: list[float], sequence: list[list[float]]) -> None:
+def test_joint_commands_never_leave_the_limits(present: tuple[float, ...], sequence: list[list[float]]) -> None:
     safety = SafetyFilter(JOINTS, 6)
-    safety.observe({"state": np.asarray(present)})
+    assert safety.observe({"state": np.asarray(present)})
     here = np.asarray(present)
     for command in sequence:
         previous = safety.previous
@@ -84,6 +87,20 @@ def test_the_estop_latch_holds_until_an_explicit_clear() -> None:
     safety.clear_estop("admin")
     assert safety.filter([0.35] * 6)[0] == pytest.approx(0.35)
     assert safety.counts["estop"] == 1 and safety.counts["estop_cleared"] == 1
+
+
+def test_a_stale_observation_or_an_implausible_measured_position_holds_the_robot() -> None:
+    events: list[tuple[str, dict]] = []
+    safety = SafetyFilter(JOINTS, 6, on_event=lambda kind, payload: events.append((kind, payload)))
+    assert safety.observe({"state": np.full(6, 0.3)})
+    assert safety.filter([0.35] * 6, observation_age=0.01)[0] == pytest.approx(0.35)
+    np.testing.assert_allclose(safety.filter([0.4] * 6, observation_age=JOINTS.watchdog_s + 0.01), [0.3] * 6)
+    assert not safety.observe({"state": np.array([0.3, 0.3, 9.0, 0.3, 0.3, 0.3])})  # a joint far past its limit
+    np.testing.assert_allclose(safety.filter([0.4] * 6), [0.3] * 6)  # held at the last plausible position
+    assert [kind for kind, _ in events] == ["watchdog_hold", "observation_rejected", "watchdog_hold"]
+    assert "outside the limits" in events[1][1]["reason"] and "rejected" in events[2][1]["reason"]
+    assert safety.observe({"state": np.full(6, 0.35)})
+    assert safety.filter([0.4] * 6)[0] == pytest.approx(0.35)  # a good reading resumes control, a bounded step on
 
 
 def test_config_errors_name_the_field() -> None:

@@ -52,6 +52,7 @@ class RecordingReporter:
         pass
 
 
+@pytest.mark.slow  # two loop rounds, a kill and a resume: two to three minutes on two cores
 def test_debug_loop_runs_two_rounds_and_resumes_after_a_kill(tmp_path: Path) -> None:
     config = _debug_config(tmp_path)
     run = tmp_path / "run"

@@ -168,7 +168,7 @@ def test_a_ros2_arm_is_a_robot_over_the_graph() -> None:
     from vla_recover.ros2.arm import Ros2Arm
 
     lonely = Ros2Arm(lambda: DdsTransport(config=LOOPBACK), JOINTS, joint_states_topic="/nobody", connect_timeout_s=0.3)
-    with pytest.raises(RobotError, match=r"no joint state on /nobody within 0\.3 s"):
+    with pytest.raises(RobotError, match=r"no usable message on /nobody within 0\.3 s"):
         lonely.connect()
     arm_process = mp.get_context("spawn").Process(target=_fake_arm, args=(str(LOOPBACK), 4.0))
     arm_process.start()
