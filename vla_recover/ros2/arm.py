@@ -60,7 +60,8 @@ class Ros2Arm(Robot):
         self.home_position = np.asarray(home_position if home_position is not None else [0.0] * self.action_size)
         self.connect_timeout_s, self.on_event = connect_timeout_s, on_event
         if observation is None:
-            observation = {"state": [TopicSource(topic=joint_states_topic, type="joint_state", names=self.joint_names)]}
+            joints = {"topic": joint_states_topic, "type": "joint_state", "names": self.joint_names}
+            observation = {"state": [TopicSource.model_validate(joints)]}
         self.observation, self._shapes = observation, feature_shapes(observation)
         self._sources = [(key, source) for key, sources in observation.items() for source in sources]
         self._values: list[np.ndarray | None] = [None] * len(self._sources)
