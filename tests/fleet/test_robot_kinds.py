@@ -49,6 +49,33 @@ def test_a_fleet_lists_its_robots_by_kind_and_names_them(tmp_path: Path) -> None
         ([{"kind": "sim:PickPlaceBin"}], {}, r"robots\[0\]\.kind: sim:PickPlaceBin in a fleet of LiftCube"),
         ([{"kind": "ros2", "name": "arm", "joint_names": ["j1"]}], {}, r"robots\[0\]\.safety"),
         ([{"kind": "fake", "count": 0}], {}, r"robots\[0\]\.count"),
+        ([{"kind": "ros2", "name": "arm", "safety": {}}], {}, r"robots\[0\].*joint_names: needed for joint_trajectory"),
+        (
+            [
+                {
+                    "kind": "ros2",
+                    "name": "arm",
+                    "safety": {},
+                    "command_type": "float64_multi_array",
+                    "observation": {"state": [{"topic": "/arm/poses", "type": "float_array"}]},
+                }
+            ],
+            {},
+            r"robots\[0\]\.observation\.state\.0.*shape: /arm/poses needs its shape",
+        ),
+        (
+            [
+                {
+                    "kind": "ros2",
+                    "name": "arm",
+                    "safety": {},
+                    "command_type": "float64_multi_array",
+                    "observation": {"images.front": [{"topic": "/arm/cam", "type": "image", "shape": [8, 8]}]},
+                }
+            ],
+            {},
+            r"shape: an image is \[height, width, 3\], got \[8, 8\]",
+        ),
         ([{"kind": "fake:big"}], {}, r"a fake robot takes no ':<variant>'"),
         (["fake"], {}, r"robots\[0\]: expected a mapping with a kind, got 'fake'"),
         ([], {}, r"robots: a fleet needs at least one robot"),

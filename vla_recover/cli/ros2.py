@@ -55,3 +55,38 @@ def serve(
         pass
     finally:
         node.stop()
+
+
+@ros2_app.command("standin")
+def standin(
+    task: Annotated[str, typer.Option(help="the registered task the stand-in arm runs in MuJoCo")] = "LiftCube",
+    namespace: Annotated[str, typer.Option(help="its topics' prefix, e.g. /arm_left")] = "/arm",
+    name: Annotated[str, typer.Option(help="the robot's name in the fleet entry it prints")] = "arm",
+    seed: Annotated[int, typer.Option(help="the first episode's seed (each home takes the next)")] = 0,
+    domain_id: Annotated[
+        int | None, typer.Option(help="ROS_DOMAIN_ID (default: the environment's, else 0)", min=0, max=232)
+    ] = None,
+    dds_config: Annotated[Path | None, typer.Option(help="Cyclone DDS XML (e.g. loopback only)")] = None,
+    seconds: Annotated[float | None, typer.Option(help="stop after this long (default: until Ctrl-C)")] = None,
+) -> None:
+    """A MuJoCo task as an arm on a ROS 2 graph: joint states, object poses and cameras out, commands, home and
+    faults in. Prints the fleet's robots entry for it (YAML), then serves."""
+    import yaml
+
+    from vla_recover.ros2.standin import StandInArm
+    from vla_recover.ros2.transport import DdsTransport
+
+    with user_errors():
+        arm = StandInArm(task, DdsTransport(domain_id, dds_config), namespace, seed=seed)
+        arm.start()
+    entry = arm.robot_entry(name)
+    entry.update({"domain_id": domain_id} if domain_id is not None else {})
+    entry.update({"dds_config": str(dds_config.resolve())} if dds_config is not None else {})
+    typer.echo(yaml.safe_dump({"robots": [entry]}, sort_keys=False), nl=False)
+    typer.echo(f"# stand-in arm up: {arm.task} on {namespace}/* (Ctrl-C stops)")  # a YAML comment: copy it all
+    try:
+        arm.run(seconds)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        arm.close()

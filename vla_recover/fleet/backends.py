@@ -140,7 +140,7 @@ def ros2_workers(config: Ros2RobotConfig, names: list[str], context: SlotContext
 
     robots: list[Robot] = [
         Ros2Arm(
-            partial(make_transport, config.transport, f"vla_recover_{name}"),
+            partial(make_transport, config.transport, f"vla_recover_{name}", config.domain_id, config.dds_config),
             config.joint_names,
             name=name,
             joint_states_topic=config.topics.joint_states,
@@ -149,6 +149,10 @@ def ros2_workers(config: Ros2RobotConfig, names: list[str], context: SlotContext
             control_hz=1.0 / context.dt,
             home_position=config.home_position,
             connect_timeout_s=config.connect_timeout_s,
+            observation=config.observation,
+            action_size=len(config.joint_names) or context.action_dim,
+            home_topic=config.topics.home,
+            on_event=context.safety.reporter(name),  # its rejected messages, tallied with the filter's holds
         )
         for name in names
     ]

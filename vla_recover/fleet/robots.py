@@ -18,11 +18,12 @@ import math
 from collections import Counter
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from vla_recover.config import FrozenConfig, validate_nested
 from vla_recover.hardware.safety import SafetyConfig
 from vla_recover.registry import Registry
+from vla_recover.ros2.features import TopicSource, feature_shapes
 
 __all__ = [
     "ROBOTS",
@@ -77,14 +78,28 @@ class FakeRobotsConfig(HardwareConfig):
 
 
 class Ros2Topics(FrozenConfig):
-    joint_states: str = Field(default="/joint_states", description="sensor_msgs/JointState the arm publishes")
+    joint_states: str = Field(
+        default="/joint_states", description="sensor_msgs/JointState the arm publishes (without an observation map)"
+    )
     command: str = Field(default="/joint_trajectory", description="where the arm's commands are published")
+    home: str | None = Field(
+        default=None, description="std_msgs/String topic that homes the arm; None: home by commanding home_position"
+    )
 
 
 class Ros2RobotConfig(HardwareConfig):
     kind: Literal["ros2"] = Field(default="ros2", description="the kind, as registered in ROBOTS")
     safety: SafetyConfig = Field(description="the arm's safety limits (joint limits for its absolute joint commands)")
-    joint_names: list[str] = Field(min_length=1, description="the arm's joints, in the order of its action")
+    joint_names: list[str] = Field(
+        default_factory=list,
+        description="the arm's joints, in the order of its action; needed for joint_trajectory commands and "
+        "without an observation map",
+    )
+    observation: dict[str, list[TopicSource]] | None = Field(
+        None,
+        description="each observation feature of the task as the topics it is read from, vectors concatenated in "
+        "order; None: state is the joint positions on topics.joint_states",
+    )
     topics: Ros2Topics = Field(Ros2Topics(), description="the arm's ROS 2 topics")
     command_type: Literal["joint_trajectory", "float64_multi_array"] = Field(
         "joint_trajectory", description="trajectory_msgs/JointTrajectory or std_msgs/Float64MultiArray commands"
@@ -96,6 +111,18 @@ class Ros2RobotConfig(HardwareConfig):
         "it is installed, else dds",
     )
     connect_timeout_s: float = Field(5.0, gt=0.0, le=600.0, description="wait this long for the first joint state")
+    domain_id: int | None = Field(None, ge=0, le=232, description="ROS_DOMAIN_ID; None: the environment's, else 0")
+    dds_config: str | None = Field(
+        None, description="dds transport: a Cyclone DDS XML file (e.g. to pin the interface); None: Cyclone's own"
+    )
+
+    @model_validator(mode="after")
+    def _joints_when_needed(self) -> Ros2RobotConfig:
+        if not self.joint_names and (self.command_type == "joint_trajectory" or self.observation is None):
+            raise ValueError("joint_names: needed for joint_trajectory commands and without an observation map")
+        if self.observation is not None:
+            feature_shapes(self.observation)
+        return self
 
 
 class LeRobotRobotConfig(HardwareConfig):
