@@ -75,7 +75,8 @@ def test_a_fleet_of_sim_fake_and_ros2_arms_runs_a_policy_takes_over_the_arm_and_
     fleet.start()
     try:
         tick_until(fleet, lambda: fleet.slots["arm"].state is SlotState.AUTONOMOUS)
-        shown = {card["robot"]: card for card in fleet_snapshot(fleet)["robots"]}  # what the console serves
+        snapshot = json.loads(json.dumps(fleet_snapshot(fleet), allow_nan=False))  # what the console serves
+        shown = {card["robot"]: card for card in snapshot["robots"]}
         assert set(shown) == {"sim00", "fake00", "arm"} and len(shown["arm"]["robot_state"]) == 19
         for _ in range(5):
             fleet.tick()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -84,8 +86,10 @@ def standin(
     entry.update({"dds_config": str(dds_config.resolve())} if dds_config is not None else {})
     typer.echo(yaml.safe_dump({"robots": [entry]}, sort_keys=False), nl=False)
     typer.echo(f"# stand-in arm up: {arm.task} on {namespace}/* (Ctrl-C stops)")  # a YAML comment: copy it all
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # `kill` stops it as cleanly as Ctrl-C
     try:
-        arm.run(seconds)
+        arm.run(seconds, stop)
     except KeyboardInterrupt:
         pass
     finally:

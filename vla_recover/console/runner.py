@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import queue
 import threading
 import time
@@ -49,14 +50,16 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
         lease = None
         if slot.lease is not None:
             lease = {"operator": slot.lease.operator, "expires_in_s": round(slot.lease.expires - now, 2)}
+        progress = round(float(curve[-1]), 3) if curve and math.isfinite(curve[-1]) else None  # arms: no truth
+        source = "critic" if fleet.critic is not None else "ground_truth"
         robots.append({
             "robot": name,
             "state": str(slot.state),
             "task": fleet.task,
             "instruction": slot.attempt.instruction if slot.attempt is not None else "",
             "step": len(slot.branch_rows),
-            "progress": round(float(curve[-1]), 3) if curve else None,
-            "progress_source": "critic" if fleet.critic is not None else "ground_truth",
+            "progress": progress,
+            "progress_source": source if progress is not None else None,
             "in_state_s": round(time.monotonic() - slot.machine.since, 2),  # wall seconds, as people wait
             "paused": slot.paused,
             "lease": lease,
