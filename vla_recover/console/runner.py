@@ -59,7 +59,7 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
             "instruction": slot.attempt.instruction if slot.attempt is not None else "",
             "step": len(slot.branch_rows),
             "progress": progress,
-            "progress_source": source if progress is not None else None,
+            "progress_source": None if curve and progress is None else source,  # None: the robot reports none
             "in_state_s": round(time.monotonic() - slot.machine.since, 2),  # wall seconds, as people wait
             "paused": slot.paused,
             "lease": lease,
