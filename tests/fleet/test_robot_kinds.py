@@ -257,3 +257,11 @@ def test_no_command_from_a_device_the_console_or_a_policy_reaches_an_arm_outside
     assert len(received) >= 60 and np.all(np.isfinite(received))
     assert np.all(received >= -0.5 - 1e-9) and np.all(received <= 0.5 + 1e-9)
     assert np.all(np.abs(np.diff(received, axis=0)) <= step + 1e-9)
+    # each command was checked once, by the arm's filter: the policy's overshoot and the device's NaN reached it as
+    # sent (the gate refused none), and its clips and rejections are the fleet's counts
+    with EpisodeStore(tmp_path / "store") as store:
+        events = store.events(robot="arm")
+    reports = [e.payload["interventions"] for e in events if e.kind == "safety_interventions"]
+    assert not [e for e in events if e.kind == "action_rejected" and e.actor != "human"]  # remote: input checks
+    assert fleet.ledger.clipped_actions == sum(r.get("clipped", {}).get("count", 0) for r in reports) > 0
+    assert fleet.ledger.rejected_actions >= sum(r.get("rejected", {}).get("count", 0) for r in reports) > 0

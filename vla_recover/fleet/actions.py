@@ -1,8 +1,12 @@
 """Checks on actions before they reach a robot: device commands must lie in [-1, 1]; a policy's chunk passes
 `vla_recover.execution.filtered_chunk`, the filter evaluation applies too (clipped a little outside, rejected beyond).
 
-``ActionGate`` applies them for the fleet: a rejected action becomes an ``action_rejected`` event and the robot
-holds (arm still, gripper as last commanded) instead of moving on a broken command.
+``ActionGate`` applies them for the fleet's sim robots: a rejected action becomes an ``action_rejected`` event and
+the robot holds (arm still, gripper as last commanded) instead of moving on a broken command. A hardware robot's
+commands are checked once, by its safety filter (`vla_recover.hardware.safety`), whose limits are the arm's: the gate
+hands them on as sent (only a command that is not a vector of the action's size is refused here), and the filter's
+clips and rejections are counted in the same ledger. Remote commands (`OperatorAPI.command`) are still checked on
+arrival, as any network input is, so that the sender hears why one is refused.
 """
 
 from __future__ import annotations
@@ -46,16 +50,19 @@ class ActionGate:
         return action
 
     def command(self, slot: Slot, action: Any, source: str) -> np.ndarray | None:
-        """A device command, or None (the robot holds) when it is malformed, NaN or out of range."""
+        """A device command, or None (the robot holds) when it is malformed, NaN or out of range (for a robot behind
+        its safety filter: only when it is not a vector of the action's size)."""
         try:
-            return self.checked(action)
+            return self._as_sent(action) if slot.worker.safety_filtered else self.checked(action)
         except ValueError as problem:
             self.reject(slot, source, problem)
             return None
 
     def chunk(self, slot: Slot, actions: np.ndarray) -> np.ndarray:
         """A policy's new actions, checked together: a broken chunk is rejected whole (no actions: the robot holds);
-        a slight overshoot is clipped and counted."""
+        a slight overshoot is clipped and counted. A robot behind its safety filter gets the chunk as predicted."""
+        if slot.worker.safety_filtered:
+            return np.asarray(actions, dtype=np.float64).reshape(-1, self.action_dim)
         try:
             chunk, outside = filtered_chunk(actions, self.action_dim, self.policy_tolerance)
         except ValueError as problem:
@@ -63,6 +70,16 @@ class ActionGate:
             return np.zeros((0, self.action_dim))
         self.ledger.clipped_actions += outside
         return chunk
+
+    def _as_sent(self, action: Any) -> np.ndarray:
+        """A float vector of the action's size, values unchecked (the safety filter judges them)."""
+        try:
+            vector = np.asarray(action, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"action: expected {self.action_dim} numbers, got {action!r}") from None
+        if vector.shape != (self.action_dim,):
+            raise ValueError(f"action: expected {self.action_dim} numbers, got {vector.size}")
+        return vector
 
     def reject(self, slot: Slot, source: str, problem: ValueError) -> None:
         """Count and log a refused action; the robot's queued plan goes with it."""

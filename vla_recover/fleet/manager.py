@@ -171,6 +171,9 @@ class FleetManager(OperatorAPI):
         self._safety_logged_at = self.now()
         for robot, kinds in self.slot_context.safety.take().items():
             self.event("safety_interventions", "safety", {"interventions": kinds}, robot)
+            # the arms' filters check their commands: their clips and rejections are the fleet's, counted once
+            self.ledger.clipped_actions += kinds.get("clipped", {}).get("count", 0)
+            self.ledger.rejected_actions += kinds.get("rejected", {}).get("count", 0)
 
     def _dispatch(self, slot: Slot) -> None:
         """Send this tick's step, and let a sim run ahead on actions the policy has already planned.

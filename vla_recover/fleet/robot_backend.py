@@ -33,6 +33,7 @@ class RobotWorker(Worker):
     ) -> None:
         self.robot, self.name, self.horizon, self.instruction = robot, name, horizon, instruction
         self.command = command
+        self.safety_filtered = isinstance(robot, SafeRobot)
         self._answer: Any = None
         self._sent: list[np.ndarray] = []  # action actually sent at each step since the reset
         self.start()

@@ -42,6 +42,7 @@ class Worker(abc.ABC):
     name: str
     runs_ahead = False  # whether requests may queue up: replies then come back in order, one per request
     simulated = False  # a sim, which answers ``recoverable`` probes (SimWorkerCore)
+    safety_filtered = False  # a robot behind its safety filter, which checks every command it is sent
 
     @abc.abstractmethod
     def start(self) -> None: ...
