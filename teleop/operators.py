@@ -33,6 +33,7 @@ class FleetAPI(Protocol):
     def rewind(self, robot: str, token: str, steps: int | None = None) -> int: ...
     def release_takeover(self, robot: str, token: str) -> None: ...
     def reset(self, robot: str, operator: str, seconds: float = 0.0) -> None: ...
+    def confirm_reset(self, robot: str, operator: str) -> None: ...
 
 
 class SimFloorOperator:
@@ -82,6 +83,12 @@ class SimFloorOperator:
                     continue  # it recovered while the operator was reacting: nothing to ask for
                 fleet.request_takeover(robot, self.name, "failure seen")
                 self._spend(fleet, self.config.request_cost_s)
+                return
+        for robot, slot in fleet.slots.items():  # an arm home and waiting: its scene is a person's to reset
+            if slot.awaiting_reset:
+                fleet.confirm_reset(robot, self.name)
+                # with physical resets its reset time was spent when it reset the robot; else it goes there now
+                self._spend(fleet, self.config.reset_s if self.config.resets == "automatic" else 0.0, away=True)
                 return
         if self.config.resets == "physical":
             for robot, slot in fleet.slots.items():

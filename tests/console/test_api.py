@@ -104,6 +104,8 @@ def test_roles_and_csrf_guard_every_action(console: dict[str, Any]) -> None:
     assert floor.post("/api/robots/sim01/pause", json={}, headers=floor_csrf).json() == {"ok": True}
     assert console["runner"].snapshot()["robots"][1]["paused"]
     assert floor.post("/api/robots/sim01/resume", json={}, headers=floor_csrf).json() == {"ok": True}
+    nothing = floor.post("/api/robots/sim01/confirm_reset", json={}, headers=floor_csrf)  # a sim resets itself
+    assert nothing.status_code == 409 and "no reset to confirm" in nothing.json()["error"]
     with EpisodeStore(console["store"]) as store:
         actors = {(e.kind, e.actor) for e in store.events(robot="sim01")}
     assert {("pause", "fred"), ("resume", "fred")} <= actors  # every operator action is an event with the user
@@ -258,6 +260,29 @@ def test_episodes_filter_by_who_acted_and_a_floor_operator_relabels_a_segment(co
     assert floor.post("/api/episodes/99999/segments", json=label, headers=csrf).status_code == 404
     with EpisodeStore(console["store"]) as store:
         assert [(e.actor, e.episode) for e in store.events(kind="segment_relabelled")] == [("fred", target)]
+
+
+def test_a_floor_operator_labels_the_outcome_of_a_stored_episode(console: dict[str, Any]) -> None:
+    viewer, viewer_csrf = client(console, "vera")
+    end = time.monotonic() + 30
+    while not viewer.get("/api/episodes").json() and time.monotonic() < end:
+        time.sleep(0.2)
+    target = viewer.get("/api/episodes").json()[0]
+    assert (
+        viewer.post(f"/api/episodes/{target['id']}/outcome", json={"label": "success"}, headers=viewer_csrf).status_code
+        == 403
+    )
+    floor, csrf = client(console, "fred")
+    unsure = floor.post(f"/api/episodes/{target['id']}/outcome", json={"label": "unsure"}, headers=csrf).json()
+    assert unsure == {"ok": True, "id": target["id"], "label": "unsure", "outcome": target["outcome"]}
+    failed = floor.post(f"/api/episodes/{target['id']}/outcome", json={"label": "failure"}, headers=csrf).json()
+    assert failed["outcome"] == "failure" and viewer.get(f"/api/episodes/{target['id']}").json()["outcome"] == "failure"
+    bad = floor.post(f"/api/episodes/{target['id']}/outcome", json={"label": "great"}, headers=csrf)
+    assert bad.status_code == 422 and "label: 'great' is not one of success, failure, unsure" in bad.json()["error"]
+    assert floor.post("/api/episodes/99999/outcome", json={"label": "success"}, headers=csrf).status_code == 404
+    with EpisodeStore(console["store"]) as store:
+        labels = [(e.actor, e.episode, e.payload["label"]) for e in store.events(kind="outcome_labelled")]
+    assert labels == [("fred", target["id"], "unsure"), ("fred", target["id"], "failure")]
 
 
 def test_a_server_fault_is_an_error_message_not_a_traceback(console: dict[str, Any], monkeypatch: Any) -> None:

@@ -24,6 +24,7 @@ class _Slot:
     branch_progress: list[float] = field(default_factory=lambda: [0.1, 0.3])
     branch_critic: list[float] = field(default_factory=list)
     gate_raised: bool = False
+    awaiting_reset: bool = False
     machine: Any = None
     lease: Any = None
 

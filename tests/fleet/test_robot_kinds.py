@@ -20,6 +20,7 @@ from vla_recover.fleet.robots import ROBOTS, RobotFeatureError
 from vla_recover.hardware.robot import FakeRobot, Robot, RobotError
 from vla_recover.hardware.safety import SafeRobot, SafetyConfig
 from vla_recover.teleop.kinds import make_device
+from vla_recover.teleop.lease import LeaseError
 
 JOINT_SAFETY = {"command": "joint_position", "low": [-1.0] * 5, "high": [1.0] * 5}
 
@@ -265,3 +266,41 @@ def test_no_command_from_a_device_the_console_or_a_policy_reaches_an_arm_outside
     assert not [e for e in events if e.kind == "action_rejected" and e.actor != "human"]  # remote: input checks
     assert fleet.ledger.clipped_actions == sum(r.get("clipped", {}).get("count", 0) for r in reports) > 0
     assert fleet.ledger.rejected_actions >= sum(r.get("rejected", {}).get("count", 0) for r in reports) > 0
+
+
+def test_an_arm_stays_resetting_until_the_floor_operator_confirms_its_scene_is_reset(tmp_path: Path) -> None:
+    arm = {"kind": "fake", "name": "arm", "operator_resets": True}
+    fleet = FleetManager(fleet_config(tmp_path, robots=[arm], episodes=2, task_config={"horizon": 5}))
+    slot = fleet.slots["arm"]
+    fleet.start()
+    try:
+        tick_until(fleet, lambda: slot.awaiting_reset)  # homed at start; the scene is set up by a person
+        for _ in range(5):
+            fleet.tick()
+        assert slot.state is SlotState.RESETTING and slot.waiting_for_human
+        fleet.confirm_reset("arm", "frank")
+        tick_until(fleet, lambda: slot.state is SlotState.AUTONOMOUS)
+        with pytest.raises(LeaseError, match="robot arm: no reset to confirm"):
+            fleet.confirm_reset("arm", "frank")
+        tick_until(fleet, lambda: slot.awaiting_reset)  # its episode ended and it homed: waiting again
+        fleet.confirm_reset("arm", "frank")
+        tick_until(fleet, lambda: fleet.finished)
+    finally:
+        fleet.close()
+    with EpisodeStore(tmp_path / "store") as store:
+        kinds = [(e.kind, e.actor) for e in store.events(robot="arm") if e.kind.startswith("reset_")]
+    assert kinds[:4] == [("reset_awaiting_operator", "fleet"), ("reset_confirmed", "frank")] * 2
+
+
+def test_a_simulated_floor_operator_resets_an_arms_scene_and_its_time_is_charged(tmp_path: Path) -> None:
+    from vla_recover.fleet import build_fleet
+
+    arm = {"kind": "fake", "name": "arm", "operator_resets": True}
+    config = fleet_config(tmp_path, robots=[arm], episodes=3, task_config={"horizon": 5},
+                          floor_operator={"enabled": True, "resets": "automatic", "reset_s": 2.0})  # fmt: skip
+    summary = build_fleet(config).run()
+    assert summary["episodes"] == 3
+    assert summary["operator_s"]["floor"] == pytest.approx(2.0 * 3, abs=2.0 + 1e-9)  # one reset a start or more
+    with EpisodeStore(tmp_path / "store") as store:
+        confirmed = [e.actor for e in store.events(robot="arm", kind="reset_confirmed")]
+    assert len(confirmed) >= 3 and set(confirmed) == {"floor-1"}

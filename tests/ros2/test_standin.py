@@ -74,6 +74,8 @@ def test_a_fleet_of_sim_fake_and_ros2_arms_runs_a_policy_takes_over_the_arm_and_
     faults.subscribe("/arm/status", idl.String, lambda m: status.append(json.loads(m.data)))
     fleet.start()
     try:
+        tick_until(fleet, lambda: fleet.slots["arm"].awaiting_reset)  # home; a person sets the scene up
+        fleet.confirm_reset("arm", "frank")
         tick_until(fleet, lambda: fleet.slots["arm"].state is SlotState.AUTONOMOUS)
         snapshot = json.loads(json.dumps(fleet_snapshot(fleet), allow_nan=False))  # what the console serves
         shown = {card["robot"]: card for card in snapshot["robots"]}
@@ -90,6 +92,9 @@ def test_a_fleet_of_sim_fake_and_ros2_arms_runs_a_policy_takes_over_the_arm_and_
         assert fleet.rewind("arm", lease.token, steps=2) == 2
         fleet.release_takeover("arm", lease.token)
         tick_until(fleet, lambda: fleet.finished, limit=2000)
+        tick_until(fleet, lambda: fleet.slots["arm"].awaiting_reset)  # its episode over, home, waiting for a person
+        (card,) = [c for c in fleet_snapshot(fleet)["robots"] if c["robot"] == "arm"]
+        assert card["state"] == "resetting" and "reset_the_scene" in card["alerts"]
     finally:
         fleet.close()
         faults.close()

@@ -9,7 +9,7 @@ from starlette.exceptions import HTTPException
 
 __all__ = ["PERMISSIONS", "ROBOT_ACTIONS", "ApiError", "RateLimiter"]
 
-FLOOR_ACTIONS = ("request_takeover", "reset", "pause", "resume", "clear_estop")
+FLOOR_ACTIONS = ("request_takeover", "reset", "confirm_reset", "pause", "resume", "clear_estop")
 TELEOP_ACTIONS = ("takeover", "release", "rewind", "command")
 ROBOT_ACTIONS = (*FLOOR_ACTIONS, "estop", *TELEOP_ACTIONS)
 PERMISSIONS: dict[str, frozenset[str]] = {

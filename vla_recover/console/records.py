@@ -90,6 +90,12 @@ def write_label(episode_id: int, start: int, stop: int, kind: str, user: str, st
     return {"id": segment, "start": start, "stop": stop, "kind": kind, "source": "human"}
 
 
+def write_outcome(episode_id: int, label: str, user: str, store: Any) -> dict[str, Any]:
+    """A person's success / failure / unsure on a stored episode, with the event that says who set it."""
+    row = store.label_outcome(episode_id, label, user)
+    return {"id": episode_id, "label": label, "outcome": row.outcome}
+
+
 def loop_runs(directory: Path | None) -> list[Path]:
     if directory is None or not directory.is_dir():
         return []

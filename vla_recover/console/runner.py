@@ -34,6 +34,8 @@ def _alerts(slot: Any, curve: list[float]) -> list[str]:
     alerts = [name for name, on in (("fault", state == "fault"), ("estopped", state == "estopped")) if on]
     if state == "takeover_requested" or (state == "teleop" and slot.hold):
         alerts.append("waiting_for_human")
+    if slot.awaiting_reset:
+        alerts.append("reset_the_scene")
     if fell(curve, FALL, SMOOTH_STEPS):
         alerts.append("failure_predicted")
     elif stalled(curve, STALL_STEPS, STALL_GAIN, SMOOTH_STEPS):
@@ -62,6 +64,7 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
             "progress_source": None if curve and progress is None else source,  # None: the robot reports none
             "in_state_s": round(time.monotonic() - slot.machine.since, 2),  # wall seconds, as people wait
             "paused": slot.paused,
+            "awaiting_reset": slot.awaiting_reset,  # home; a person resets the scene, then confirms
             "lease": lease,
             "alerts": _alerts(slot, curve),
             "cameras": sorted(k.removeprefix("images.") for k in (slot.obs or {}) if k.startswith("images.")),

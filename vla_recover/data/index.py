@@ -152,6 +152,11 @@ class Index:
             for r in self.db.execute(sql, params)
         ]
 
+    def set_outcome(self, episode: int, outcome: str) -> None:
+        if outcome not in OUTCOMES:
+            raise SchemaError(f"outcome: got {outcome!r}; valid outcomes: {', '.join(OUTCOMES)}")
+        self.db.execute("UPDATE episodes SET outcome=? WHERE id=?", (outcome, episode))
+
     def committed_steps(self) -> tuple[int, int]:
         """(episode count, total steps) of committed episodes."""
         count, stop = self.db.execute("SELECT COUNT(*), COALESCE(MAX(stop), 0) FROM episodes").fetchone()

@@ -14,6 +14,7 @@ import numpy as np
 __all__ = [
     "ACTORS",
     "OUTCOMES",
+    "OUTCOME_LABELS",
     "PROVENANCE_KEYS",
     "SCHEMA_VERSION",
     "SEGMENT_KINDS",
@@ -32,6 +33,8 @@ SCHEMA_VERSION = 1
 ACTORS: tuple[str, ...] = ("policy", "human", "guided", "scripted", "hold", "rewind", "safety")
 UNCHOSEN_ACTORS: tuple[str, ...] = ("hold", "rewind", "safety")  # rows no method imitates
 OUTCOMES: tuple[str, ...] = ("success", "failure", "truncated", "aborted")
+# what a person may say of an episode no success detector judged (EpisodeStore.label_outcome)
+OUTCOME_LABELS: tuple[str, ...] = ("success", "failure", "unsure")
 SEGMENT_KINDS: tuple[str, ...] = (
     # from supervision
     "autonomous",

@@ -31,7 +31,7 @@ from zarr.codecs import BloscCodec
 from zarr.core.sync import sync as zarr_sync
 
 from vla_recover.data.index import BEING_CREATED, EpisodeRow, Event, Index, SegmentRow
-from vla_recover.data.schema import ACTORS, PROVENANCE_KEYS, EpisodeData, KeySpec, SchemaError
+from vla_recover.data.schema import ACTORS, OUTCOME_LABELS, PROVENANCE_KEYS, EpisodeData, KeySpec, SchemaError
 
 __all__ = ["EpisodeStore", "EventRecord"]
 
@@ -418,6 +418,20 @@ class EpisodeStore:
             ]
             self._index.insert_event(event, actor, {**payload, "segment_ids": ids}, episode=episode)
         return ids
+
+    def label_outcome(self, episode: int, label: str, actor: str) -> EpisodeRow:
+        """A person's verdict on an episode no success detector judged (a real arm's): ``success`` or ``failure``
+        becomes its outcome, ``unsure`` leaves it; either way an ``outcome_labelled`` event says who said what, in
+        the same transaction. Returns the episode's row after it."""
+        if label not in OUTCOME_LABELS:
+            raise ValueError(f"label: got {label!r}; valid labels: {', '.join(OUTCOME_LABELS)}")
+        self._require_writable()
+        previous = self.episode_row(episode).outcome
+        with self._index.transaction():
+            if label != "unsure":
+                self._index.set_outcome(episode, label)
+            self._index.insert_event("outcome_labelled", actor, {"label": label, "previous": previous}, episode=episode)
+        return self.episode_row(episode)
 
     def events(
         self, robot: str | None = None, after: int = 0, kind: str | None = None, episode: int | None = None

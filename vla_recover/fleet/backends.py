@@ -119,7 +119,14 @@ def hardware_workers(
         check_features(robot, config.kind, context.task, context.probe["observation"], context.action_dim)
         safe = SafeRobot(robot, safety, on_event=context.safety.reporter(name))
         workers.append(
-            RobotWorker(safe, name, context.probe["horizon"], context.probe["instruction"], command=safety.command)
+            RobotWorker(
+                safe,
+                name,
+                context.probe["horizon"],
+                context.probe["instruction"],
+                command=safety.command,
+                operator_resets=config.operator_resets,
+            )
         )
     return workers
 

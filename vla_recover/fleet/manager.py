@@ -357,7 +357,8 @@ class FleetManager(OperatorAPI):
                 self._begin_reset(slot, "automatic reset")
             if slot.state is S.IDLE and slot.needs_reset:
                 self._begin_reset(slot, "reset before the next episode")
-            if slot.state is S.RESETTING and slot.busy_until <= self.now() and not slot.reset_in_flight:
+            underway = slot.reset_in_flight or slot.awaiting_reset
+            if slot.state is S.RESETTING and slot.busy_until <= self.now() and not underway:
                 self._send_reset(slot)
         ready = [s for s in self.slots.values() if s.state is S.IDLE and not s.needs_reset and s.attempt is not None]
         for slot in sorted(ready, key=lambda s: s.attempt.seed):  # type: ignore[union-attr]
@@ -383,6 +384,10 @@ class FleetManager(OperatorAPI):
         )  # fmt: skip
         slot.new_branch()
         slot.grip = INITIAL_GRIP  # a reset opens the gripper: a hold before any command keeps it open
+        if slot.worker.operator_resets:  # the arm is home; the scene is a person's to reset (confirm_reset)
+            slot.awaiting_reset = True
+            self.event("reset_awaiting_operator", "fleet", {}, slot.robot)
+            return
         slot.machine.to(S.IDLE, "reset done")
 
     def _start_attempt(self, slot: Slot) -> None:
@@ -417,7 +422,7 @@ class FleetManager(OperatorAPI):
         slot.machine.to(S.FAULT, reason)
         slot.pending.clear()  # the restarted worker answers nothing it was sent before
         slot.worker.restart()
-        slot.needs_reset = True
+        slot.needs_reset, slot.awaiting_reset = True, False
         self._begin_reset(slot, "worker restarted")
 
     # -- reporting ----------------------------------------------------------------------------------------------

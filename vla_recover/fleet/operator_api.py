@@ -150,8 +150,19 @@ class OperatorAPI(ABC):
     def reset(self, robot: str, operator: str, seconds: float = 0.0) -> None:
         slot = self.slot(robot)
         slot.machine.to(S.RESETTING, f"by {operator}")
-        slot.busy_until = self.now() + seconds
+        slot.busy_until, slot.awaiting_reset = self.now() + seconds, False
         self.event("reset", operator, {"seconds": seconds}, robot)
+
+    def confirm_reset(self, robot: str, operator: str) -> None:
+        """The floor operator has reset the scene of a robot that is home and waiting for it (a real arm's reset is
+        a person's task); the robot is ready for its next episode."""
+        slot = self.slot(robot)
+        if not slot.awaiting_reset:
+            why = "homing" if slot.state is S.RESETTING else f"in state {slot.state}"
+            raise LeaseError(f"robot {robot}: no reset to confirm ({why})")
+        slot.awaiting_reset = False
+        slot.machine.to(S.IDLE, f"reset confirmed by {operator}")
+        self.event("reset_confirmed", operator, {}, robot)
 
     def estop(self, operator: str, robot: str | None = None) -> None:
         """Stop one robot or (None) all of them now; e-stop wins over every state and lease."""
@@ -160,6 +171,7 @@ class OperatorAPI(ABC):
                 continue
             self._end_attempt(slot, "aborted", reason="estop")
             self._drop_lease(slot)
+            slot.awaiting_reset = False
             slot.machine.to(S.ESTOPPED, f"by {operator}")
             slot.worker.estop(operator, "fleet e-stop")  # a hardware slot's filter latches and holds the arm
             self.event("estop", operator, {}, slot.robot)

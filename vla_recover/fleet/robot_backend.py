@@ -1,6 +1,7 @@
 """A real (or fake) `Robot` as a fleet worker: the same requests as a sim worker, answered by the arm.
 
-A robot has no reset button and no saved states: ``reset`` moves it home (the floor operator resets the scene), and
+A robot has no reset button and no saved states: ``reset`` moves it home (with ``operator_resets``, the fleet then
+waits for the floor operator to reset the scene and confirm it), and
 ``rewind_to`` retraces its path since that step: end-effector deltas are sent again negated, newest first, gripper as
 it was then; absolute joint commands are replayed backwards (the positions it passed through, newest first). In the
 fleet the robot is a `SafeRobot`, so these commands pass its safety filter like any other. There is no scripted
@@ -30,9 +31,10 @@ class RobotWorker(Worker):
         horizon: int,
         instruction: str = "",
         command: Literal["ee_delta", "joint_position"] = "ee_delta",
+        operator_resets: bool = False,
     ) -> None:
         self.robot, self.name, self.horizon, self.instruction = robot, name, horizon, instruction
-        self.command = command
+        self.command, self.operator_resets = command, operator_resets
         self.safety_filtered = isinstance(robot, SafeRobot)
         self._answer: Any = None
         self._sent: list[np.ndarray] = []  # action actually sent at each step since the reset

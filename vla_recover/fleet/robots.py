@@ -70,11 +70,17 @@ class HardwareConfig(RobotKindConfig):
         description="the safety filter's limits for this robot; None: end-effector deltas within [-1, 1], the "
         "gripper last, at the task's control rate",
     )
+    operator_resets: bool = Field(
+        True,
+        description="after homing, the robot stays resetting until the floor operator has reset its scene and "
+        "confirmed it (console, or a simulated floor operator); false: it starts its next episode once home",
+    )
 
 
 class FakeRobotsConfig(HardwareConfig):
     kind: Literal["fake"] = Field(default="fake", description="the kind, as registered in ROBOTS")
     workspace: float = Field(0.4, gt=0.0, le=5.0, description="half-width of the fake arm's reachable box, metres")
+    operator_resets: bool = Field(False, description="a fake arm has no scene to reset; true: rehearse the wait")
 
 
 class Ros2Topics(FrozenConfig):

@@ -45,6 +45,7 @@ class Slot:
     paused: bool = False
     needs_reset: bool = True
     busy_until: float = 0.0  # end of the current reset
+    awaiting_reset: bool = False  # homed, waiting for a person to reset the scene and confirm it
     grip: float = INITIAL_GRIP  # last gripper command, kept while holding
     failure: Failure | None = None  # the ground-truth failure of this attempt not yet taken over (sim only)
 
@@ -56,8 +57,10 @@ class Slot:
     def waiting_for_human(self) -> bool:
         """In the takeover or reset queue, or taken over and holding for want of a command."""
         state = self.machine.state
-        return state in (SlotState.TAKEOVER_REQUESTED, SlotState.EPISODE_DONE) or (
-            state is SlotState.TELEOP and self.hold
+        return (
+            state in (SlotState.TAKEOVER_REQUESTED, SlotState.EPISODE_DONE)
+            or (state is SlotState.TELEOP and self.hold)
+            or self.awaiting_reset
         )
 
     @property

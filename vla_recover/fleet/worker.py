@@ -43,6 +43,7 @@ class Worker(abc.ABC):
     runs_ahead = False  # whether requests may queue up: replies then come back in order, one per request
     simulated = False  # a sim, which answers ``recoverable`` probes (SimWorkerCore)
     safety_filtered = False  # a robot behind its safety filter, which checks every command it is sent
+    operator_resets = False  # a person resets the robot's scene and confirms it (`OperatorAPI.confirm_reset`)
 
     @abc.abstractmethod
     def start(self) -> None: ...

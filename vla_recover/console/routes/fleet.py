@@ -98,11 +98,12 @@ def _operation(console: Console, user: User, robot: str, action: str, body: dict
             console.fleet().fleet.slot(robot)
         except KeyError as exc:
             raise fleet_error(exc) from None
-    if action in ("request_takeover", "reset", "pause", "resume"):
+    if action in ("request_takeover", "reset", "confirm_reset", "pause", "resume"):
         reason = str(body.get("reason", ""))[:200]
         calls: dict[str, Callable[[Any], Any]] = {
             "request_takeover": lambda fleet: fleet.request_takeover(robot, name, reason or "requested in the console"),
             "reset": lambda fleet: fleet.reset(robot, name),
+            "confirm_reset": lambda fleet: fleet.confirm_reset(robot, name),
             "pause": lambda fleet: fleet.pause(robot, name),
             "resume": lambda fleet: fleet.resume(robot, name),
         }

@@ -23,10 +23,11 @@ from vla_recover.console.records import (
     requested_step,
     stored_step,
     write_label,
+    write_outcome,
 )
 from vla_recover.console.state import console_of, fleet_error, json_body
 from vla_recover.critic.segmenter import CRITIC_KINDS
-from vla_recover.data.schema import ACTORS
+from vla_recover.data.schema import ACTORS, OUTCOME_LABELS
 
 __all__ = ["ROUTES"]
 
@@ -111,15 +112,30 @@ async def relabel(request: Request) -> Response:
         raise ApiError(422, f"start / stop: expected whole step numbers, got {start!r} / {stop!r}")
     if kind not in CRITIC_KINDS:
         raise ApiError(422, f"kind: {kind!r} is not one of {', '.join(CRITIC_KINDS)}")
-    write = partial(write_label, episode_id, start, stop, str(kind), user.name)
+    segment = await _write(console, partial(write_label, episode_id, start, stop, str(kind), user.name))
+    return JSONResponse({"ok": True, "segment": segment})
+
+
+async def label_outcome(request: Request) -> Response:
+    """A floor operator's verdict on an episode that no success detector judged: success, failure or unsure."""
+    console = console_of(request)
+    user = console.caller(request, "relabel", state_changing=True)
+    episode_id = requested_episode(request)
+    label = (await json_body(request)).get("label")
+    if label not in OUTCOME_LABELS:
+        raise ApiError(422, f"label: {label!r} is not one of {', '.join(OUTCOME_LABELS)}")
+    answer = await _write(console, partial(write_outcome, episode_id, str(label), user.name))
+    return JSONResponse({"ok": True, **answer})
+
+
+async def _write(console: Any, write: Callable[[Any], Any]) -> Any:
+    """``write(store)`` by whoever holds the store for writing: the running fleet's writer, else this console."""
     try:
-        if console.runner is not None:  # the running fleet holds the store for writing: its writer writes
-            segment = await anyio.to_thread.run_sync(console.runner.call, lambda fleet: fleet.recorder.call(write))
-        else:
-            segment = await anyio.to_thread.run_sync(_write_to_store, console.store, write)
+        if console.runner is not None:
+            return await anyio.to_thread.run_sync(console.runner.call, lambda fleet: fleet.recorder.call(write))
+        return await anyio.to_thread.run_sync(_write_to_store, console.store, write)
     except (KeyError, ValueError) as exc:
         raise fleet_error(exc) from exc
-    return JSONResponse({"ok": True, "segment": segment})
 
 
 def _write_to_store(path: Path | None, write: Callable[[Any], Any]) -> Any:
@@ -131,6 +147,7 @@ ROUTES: list[BaseRoute] = [
     Route("/api/episodes", episodes),
     Route("/api/episodes/{episode}", episode),
     Route("/api/episodes/{episode}/segments", relabel, methods=["POST"]),
+    Route("/api/episodes/{episode}/outcome", label_outcome, methods=["POST"]),
     Route("/api/episodes/{episode}/steps/{step}", episode_step),
     Route("/api/episodes/{episode}/steps/{step}/image", episode_frame),
 ]

@@ -85,6 +85,7 @@ function renderCards() {
     if (["floor", "admin"].includes(me.role)) {
       buttons.append(button("Request takeover", () => act(r.robot, "request_takeover")));
       buttons.append(button("Reset", () => act(r.robot, "reset")));
+      if (r.awaiting_reset) buttons.append(button("Scene reset: start", () => act(r.robot, "confirm_reset")));
       buttons.append(button(r.paused ? "Resume" : "Pause", () => act(r.robot, r.paused ? "resume" : "pause")));
     }
     if (["teleop", "admin"].includes(me.role) && ["takeover_requested", "autonomous"].includes(r.state)) {
@@ -282,6 +283,19 @@ async function showEpisode(id) {
   view.append(scrub);
   show(0);
   if (["floor", "admin"].includes(me.role)) {
+    const verdict = document.createElement("div");  // an arm without a success detector: a person's verdict
+    verdict.className = "verdict";
+    verdict.append(`Outcome ${e.outcome}: `);
+    for (const label of ["success", "failure", "unsure"]) {
+      verdict.append(button(label, async () => {
+        try {
+          await api(`/api/episodes/${e.id}/outcome`, { label });
+          notice(`episode ${e.id}: labelled ${label}`);
+          showEpisode(e.id);
+        } catch (error) { notice(`outcome: ${error.message}`); }
+      }));
+    }
+    view.append(verdict);
     const form = document.createElement("form");
     form.className = "relabel";
     form.innerHTML = `Relabel steps <input name="start" type="number" min="0" value="0"> to
