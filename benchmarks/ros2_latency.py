@@ -4,7 +4,14 @@ the node answers with JointTrajectory commands.
 Per policy (a small diffusion policy, DDIM 10 steps, and a flow policy, 4 Euler steps; state-only, 6 joints):
 observation-to-command latency p50 / p99 (from a joint state's stamp to the first command planned from it, read
 from the node's diagnostics as a ROS 2 peer would), inference p50 / p99, and the sustained command rate the arm
-receives. Goal: flow p99 under one control period (33.3 ms at 30 Hz). Last line: one JSON object.
+receives. Goal: flow p99 under one control period (33.3 ms at 30 Hz).
+
+The fleet row: the stand-in arm (LiftCube on the graph, vla_recover.ros2.standin) in its own process as a fleet's
+`ros2` robot, driven by the flow policy. Observation-to-command p50 / p99 as the arm sees it (from publishing the
+observation after a step to the arrival of the next command), and, halfway through, its joint-state stream stalled
+for a second: the time from its last observation to the first hold command it receives, against the safety
+filter's watchdog deadline. Goals: p99 under one 30 Hz period; the hold within one control period of the deadline.
+Last line: one JSON object.
 
     python benchmarks/ros2_latency.py [--seconds 10] [--threads 1]
 """
@@ -12,6 +19,7 @@ receives. Goal: flow p99 under one control period (33.3 ms at 30 Hz). Last line:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing as mp
 import tempfile
@@ -56,14 +64,16 @@ def fake_arm(config: str, seconds: float, results: Any) -> None:
     transport.close()
 
 
-def make_policy(name: str, directory: Path) -> Path:
+def make_policy(name: str, directory: Path, state: int = 6, action: int = 6) -> Path:
     from vla_recover.policies import build_policy
     from vla_recover.policies.common.checkpoint import save_policy
 
     config = {"down_dims": [64, 128, 256]} | ({"inference_steps": 10} if name == "diffusion" else {})
-    policy = build_policy(name, config, {"obs.state": (6,)}, 6)
+    policy = build_policy(name, config, {"obs.state": (state,)}, action)
     rng = np.random.default_rng(0)
-    policy.fit_normalizer({"obs.state": rng.uniform(-1, 1, (64, 6)), "action": rng.uniform(-0.2, 0.2, (64, 6))})
+    policy.fit_normalizer(
+        {"obs.state": rng.uniform(-1, 1, (64, state)), "action": rng.uniform(-0.2, 0.2, (64, action))}
+    )
     return save_policy(policy, directory / name)
 
 
@@ -108,6 +118,88 @@ def measure(policy_dir: Path, seconds: float, threads: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def standin_arm(config: str, stop: Any, results: Any) -> None:
+    """The stand-in arm until ``stop`` is set; then its trace (observations published, commands received)."""
+    from vla_recover.ros2.standin import StandInArm
+    from vla_recover.ros2.transport import DdsTransport
+
+    arm = StandInArm("LiftCube", "/bench_arm")
+    arm.start(DdsTransport(config=config))
+    arm.run(stop=stop)
+    results.put(list(arm.trace))
+    arm.close()
+
+
+def trace_latencies(trace: list[tuple[Any, ...]], stall_at: float, watchdog_s: float) -> dict[str, Any]:
+    """Observation-to-command from the arm's trace, and how soon after a stalled stream the arm was held."""
+    answered, last_step = [], None
+    for kind, at, *_ in trace:
+        if kind == "step":
+            last_step = at
+        elif kind == "idle":
+            last_step = None  # no step to answer: the fleet was resetting the arm or not sending
+        elif last_step is not None:  # the first command after a step's observation
+            answered.append(at - last_step)
+            last_step = None
+    published = [at for kind, at, *_ in trace if kind in ("step", "idle")]
+    gaps = [(a, b) for a, b in itertools.pairwise(published) if a >= stall_at - 0.1 and b - a > 0.5]
+    last_seen = gaps[0][0]
+    hold = next(at for kind, at, *rest in trace if kind == "command" and at > last_seen and rest[0] == 0.0)
+    return {
+        "obs_to_command_ms": percentiles(answered),
+        "steps": len(answered),
+        "stall_to_hold_ms": round((hold - last_seen) * 1e3, 1),
+        "hold_after_watchdog_deadline_ms": round((hold - last_seen - watchdog_s) * 1e3, 1),
+    }
+
+
+def measure_fleet(policy_dir: Path | None, seconds: float, work: Path) -> dict[str, Any]:
+    """The stand-in arm as a fleet's robot, driven by the policy at ``policy_dir`` (None: a constant action, so the
+    figures are the transport's and the fleet's alone)."""
+    from vla_recover.config import validate_config
+    from vla_recover.fleet import FleetConfig, FleetManager
+    from vla_recover.ros2.standin import StandInArm
+    from vla_recover.ros2.transport import DdsTransport
+
+    probe = StandInArm("LiftCube", "/bench_arm")
+    arm = probe.robot_entry("bench_arm")
+    probe.close()
+    watchdog_s, control_hz = 0.2, probe.control_hz
+    arm.update(operator_resets=False, dds_config=str(LOOPBACK), connect_timeout_s=60)
+    arm["safety"]["watchdog_s"] = watchdog_s
+    config = validate_config(FleetConfig, {
+        "task": "LiftCube", "robots": [arm], "episodes": 10_000, "store": str(work / "store"),
+        "floor_operator": {"enabled": False}, "teleoperator": {"enabled": False},
+        **({"policy": str(policy_dir)} if policy_dir else {"constant_action": [0.1, 0.0, 0.0, 0.0, -1.0]}),
+    })  # fmt: skip
+    context = mp.get_context("spawn")
+    results, stop = context.Queue(), context.Event()
+    standin = context.Process(target=standin_arm, args=(str(LOOPBACK), stop, results))
+    standin.start()
+    fault = DdsTransport(config=LOOPBACK)
+    try:
+        fleet = FleetManager(config)  # connects once the stand-in publishes
+        inject = fault.publisher("/bench_arm/fault", idl.String)
+        fleet.start()
+        start, stall_at = time.monotonic(), None
+        try:
+            while time.monotonic() - start < seconds:
+                fleet.tick()
+                if stall_at is None and time.monotonic() - start > seconds / 2:
+                    stall_at = time.monotonic()
+                    inject(idl.String(json.dumps({"kind": "stall", "seconds": 1.0})))
+        finally:
+            fleet.close()
+        stop.set()
+        trace = results.get(timeout=60)
+    finally:
+        stop.set()
+        standin.join(20)
+        fault.close()
+    assert stall_at is not None
+    return {"control_hz": control_hz, "watchdog_s": watchdog_s, **trace_latencies(trace, stall_at, watchdog_s)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -118,7 +210,14 @@ def main() -> None:
         for name in ("flow", "diffusion"):
             results[name] = measure(make_policy(name, Path(tmp)), args.seconds, args.threads)
             print(f"{name}: {results[name]}", flush=True)
+        fleet_policy = make_policy("flow", Path(tmp) / "fleet", state=19, action=5)
+        for row, policy in (("fleet_constant_action", None), ("fleet", fleet_policy)):
+            results[row] = measure_fleet(policy, args.seconds, Path(tmp) / row)
+            print(f"{row}: {results[row]}", flush=True)
     results["flow_p99_under_one_period"] = results["flow"]["obs_to_command_ms"]["p99"] < 1000 / 30
+    fleet = results["fleet"]
+    results["fleet_p99_under_one_period"] = fleet["obs_to_command_ms"]["p99"] < 1000 / 30
+    results["fleet_hold_within_one_period"] = fleet["hold_after_watchdog_deadline_ms"] <= 1000 / fleet["control_hz"]
     print(json.dumps(results))
 
 

@@ -9,6 +9,7 @@ example's task, policy, weighter or method.
 from __future__ import annotations
 
 import importlib.util
+import random
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from vla_recover.data import EpisodeStore
 from vla_recover.envs import EXPERTS, TASKS, gym_id, load_task_config, make_task, register_task
 from vla_recover.envs.tasks.lift import LiftCubeExpert
 from vla_recover.fleet.progress import CriticRater
+from vla_recover.fleet.robots import ROBOTS
 from vla_recover.loop.config import LoopConfig
 from vla_recover.loop.methods import LOOP_METHODS
 from vla_recover.loop.runner import DONE
@@ -42,7 +44,7 @@ def load_example() -> Iterator[LoadExample]:
     # restored in place: other modules hold these very dicts
     tables = [
         TASKS._entries, EXPERTS._entries, POLICIES._entries, WEIGHTERS._entries, CRITICS._entries,
-        LOOP_METHODS._entries, gym.registry,
+        LOOP_METHODS._entries, ROBOTS._entries, gym.registry,
     ]  # fmt: skip
     saved = [dict(table) for table in tables]
     loaded: list[str] = []
@@ -65,6 +67,22 @@ def load_example() -> Iterator[LoadExample]:
             table.update(before)
         for module_name in loaded:
             sys.modules.pop(module_name, None)
+
+
+def test_a_new_robot_kind_puts_the_stand_in_arm_in_a_fleet(
+    load_example: LoadExample, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("cyclonedds")
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 232)))  # a DDS domain of its own
+    example = load_example("new_robot")
+    assert "standin" in ROBOTS.names()
+    summary = example.main(
+        tmp_path, dds_config=str(EXAMPLES.parents[1] / "tests/fixtures/ros2/cyclonedds-loopback.xml")
+    )
+    assert summary["episodes"] == 6
+    with EpisodeStore(tmp_path / "store") as store:
+        arm = store.episodes(robot="arm")
+    assert arm and all(e.length == 30 for e in arm)  # the arm ran its episodes to the horizon like the sims
 
 
 def test_new_task_is_registered_and_its_expert_succeeds(load_example: LoadExample) -> None:

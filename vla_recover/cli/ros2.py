@@ -79,8 +79,8 @@ def standin(
     from vla_recover.ros2.transport import DdsTransport
 
     with user_errors():
-        arm = StandInArm(task, DdsTransport(domain_id, dds_config), namespace, seed=seed)
-        arm.start()
+        arm = StandInArm(task, namespace, seed=seed)
+        arm.start(DdsTransport(domain_id, dds_config))
     entry = arm.robot_entry(name)
     entry.update({"domain_id": domain_id} if domain_id is not None else {})
     entry.update({"dds_config": str(dds_config.resolve())} if dds_config is not None else {})

@@ -13,6 +13,9 @@ and takes
   | "short", "count": n}`` publishes n malformed joint states (a NaN, positions 100 m away, a value missing).
 Without commands it republishes its observation at the control rate, as an arm holding still does. So one policy
 drives the fleet's sim slots and this ROS 2 slot alike, and the fleet's faults can be rehearsed without an arm.
+``trace`` keeps the latest timeline (monotonic seconds): ``("step", t)`` and ``("idle", t)`` observations published
+after a command or while holding still, ``("command", t, translation)`` commands as they arrive, which is what
+`benchmarks/ros2_latency.py` reads its latencies from.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import math
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,9 +50,7 @@ class _Faults:
 
 
 class StandInArm:
-    def __init__(
-        self, task: str, transport: Any, namespace: str = "/arm", task_config: Any = None, seed: int = 0
-    ) -> None:
+    def __init__(self, task: str, namespace: str = "/arm", task_config: Any = None, seed: int = 0) -> None:
         from vla_recover.envs import make_task, resolve_task_name
 
         if not namespace.startswith("/") or namespace.endswith("/"):
@@ -60,8 +62,9 @@ class StandInArm:
         self.robot_size = self.env.unwrapped.robot_state_size
         self.joint_names, self.object_size = list(labels[: self.robot_size]), len(labels) - self.robot_size
         self.cameras = [key.removeprefix("images.") for key in self.env.observation_space.spaces if key != "state"]
-        self.transport = transport
+        self.transport: Any = None
         self._inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.trace: deque[tuple[Any, ...]] = deque(maxlen=100_000)
         self._faults = _Faults()
         self.steps = self.rejected_commands = 0
         self._observation, self._info = self.env.reset(seed=seed)
@@ -97,8 +100,10 @@ class StandInArm:
         }
 
     # -- the graph ---------------------------------------------------------------------------------------------------
-    def start(self) -> None:
-        publish = self.transport.publisher
+    def start(self, transport: Any) -> None:
+        """Join the graph through ``transport`` (vla_recover.ros2.transport); `run` then serves."""
+        self.transport = transport
+        publish = transport.publisher
         self._publish = {
             "joint_states": publish(self.topic("joint_states"), idl.JointState, "sensor_data"),
             "object_poses": publish(self.topic("object_poses"), idl.Float64MultiArray, "sensor_data"),
@@ -106,9 +111,13 @@ class StandInArm:
             **{c: publish(self.topic(f"camera/{c}/image_raw"), idl.Image, "sensor_data") for c in self.cameras},
         }
         # callbacks only queue: the loop thread steps the sim and publishes, never a DDS callback
-        self.transport.subscribe(self.topic("command"), idl.Float64MultiArray, lambda m: self._inbox.put(("step", m)))
+        self.transport.subscribe(self.topic("command"), idl.Float64MultiArray, self._on_command)
         self.transport.subscribe(self.topic("home"), idl.String, lambda m: self._inbox.put(("home", m)))
         self.transport.subscribe(self.topic("fault"), idl.String, lambda m: self._inbox.put(("fault", m)))
+
+    def _on_command(self, message: Any) -> None:
+        self.trace.append(("command", time.monotonic(), float(np.abs(np.asarray(message.data[:3])).sum())))
+        self._inbox.put(("step", message))
 
     def run(self, seconds: float | None = None, stop: threading.Event | None = None) -> None:
         """Serve until ``seconds`` pass or ``stop`` is set: step on each command, republish while idle."""
@@ -119,7 +128,7 @@ class StandInArm:
             try:
                 kind, message = self._inbox.get(timeout=period)
             except queue.Empty:
-                self._publish_observation()  # holding still
+                self._publish_observation("idle")  # holding still
                 continue
             if kind == "step":
                 self._step(message)
@@ -140,7 +149,7 @@ class StandInArm:
             )
             self._info = {**self._info, "terminated": bool(terminated), "truncated": bool(truncated)}
             self.steps += 1
-        self._publish_observation()
+        self._publish_observation("step")
 
     def _home(self, message: Any) -> None:
         try:
@@ -164,7 +173,7 @@ class StandInArm:
             log.warning("%s: fault %r ignored: %s", self.namespace, message.data, exc)
 
     # -- publishing ---------------------------------------------------------------------------------------------------
-    def _publish_observation(self) -> None:
+    def _publish_observation(self, why: str = "idle") -> None:
         faults = self._faults
         if time.monotonic() < faults.stall_until:
             return
@@ -191,7 +200,9 @@ class StandInArm:
             self._publish[camera](image)
         status = {key: self._info.get(key) for key in ("step", "phase", "progress", "is_success")}
         self._publish["status"](idl.String(json.dumps({**status, "seed": self.seed, "commands": self.steps})))
+        self.trace.append((why, time.monotonic()))
 
     def close(self) -> None:
-        self.transport.close()
+        if self.transport is not None:
+            self.transport.close()
         self.env.close()
