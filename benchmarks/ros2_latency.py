@@ -182,10 +182,13 @@ def measure_fleet(policy_dir: Path | None, seconds: float, work: Path) -> dict[s
         inject = fault.publisher("/bench_arm/fault", idl.String)
         fleet.start()
         start, stall_at = time.monotonic(), None
+        slot, horizon = fleet.slots["bench_arm"], fleet.slot_context.probe["horizon"]
         try:
-            while time.monotonic() - start < seconds:
+            while time.monotonic() - start < seconds or stall_at is None:
                 fleet.tick()
-                if stall_at is None and time.monotonic() - start > seconds / 2:
+                # stalled mid-episode: while it homes, the arm is its driver's, and the fleet waits for it
+                mid_episode = str(slot.state) == "autonomous" and 5 <= len(slot.branch_rows) <= horizon - 50
+                if stall_at is None and time.monotonic() - start > seconds / 2 and mid_episode:
                     stall_at = time.monotonic()
                     inject(idl.String(json.dumps({"kind": "stall", "seconds": 1.0})))
         finally:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 from teleop.operators import SimFloorOperator
 from tests.fleet.test_fleet import fleet_config, tick_until
@@ -21,12 +22,19 @@ from vla_recover.policies.common.encoders import SentenceEmbedder
 from vla_recover.teleop.devices import ScriptedDevice
 
 
-def small_critic(directory: Path, language: bool = False, image: bool = False) -> Path:
-    config = CriticConfig(use_language=language, hidden=16, layers=1, image_key="obs.images.front" if image else None)
+def small_critic(directory: Path, language: bool = False, image: bool = False, done_logit: float | None = None) -> Path:
+    """A small untrained critic; ``done_logit``: with a done head that answers that logit for every step."""
+    image_key = "obs.images.front" if image else None
+    config = CriticConfig(
+        use_language=language, hidden=16, layers=1, image_key=image_key, done_head=done_logit is not None
+    )
     shapes: dict[str, tuple[int, ...]] = {"obs.state": (19,)}
     if image:
         shapes["obs.images.front"] = (32, 32, 3)
     net = ProgressNet(config, shapes)
+    if net.done_head is not None:
+        torch.nn.init.zeros_(net.done_head.weight)
+        torch.nn.init.constant_(net.done_head.bias, float(done_logit or 0.0))
     net.normalizer.fit("obs.state", np.random.default_rng(0).normal(size=(64, 19)))
     cache = {"lift the red cube": np.ones(384, np.float32) / 20, "pick up the cube": -np.ones(384, np.float32) / 20}
     return ProgressCritic(net, SentenceEmbedder(cache), shapes).save(directory)
@@ -109,3 +117,31 @@ def test_a_critic_run_stores_its_episodes(tmp_path: Path) -> None:
     with EpisodeStore(tmp_path / "store") as store:
         assert len(store.episodes()) == 3
         assert any(e.kind == "takeover_requested" for e in store.events())  # a random critic's curve stalls
+
+
+def test_an_arms_episode_ends_a_success_when_the_critics_done_head_says_so(tmp_path: Path) -> None:
+    done = small_critic(tmp_path / "done", done_logit=6.0)  # P(done) 0.998 on every step
+    robots = [{"kind": "sim"}, {"kind": "fake", "name": "arm"}]
+    config = fleet_config(tmp_path / "run", robots=robots, episodes=2, critic=str(done), critic_done_threshold=0.9,
+                          task_config={"horizon": 20})  # fmt: skip
+    summary = build_fleet(config).run()
+    with EpisodeStore(tmp_path / "run" / "store") as store:
+        outcomes = {e.robot: (e.outcome, e.length) for e in store.episodes()}
+        detected = [e.payload["p_done"] for e in store.events(robot="arm", kind="outcome_detected")]
+    assert outcomes == {"arm": ("success", 1), "sim00": ("truncated", 20)}  # a sim has its own success detector
+    assert detected == [pytest.approx(0.9975, abs=1e-3)] and summary["successes"] == 1
+
+    never = small_critic(tmp_path / "never", done_logit=-6.0)
+    config = fleet_config(tmp_path / "run2", robots=[{"kind": "fake", "name": "arm"}], episodes=1, critic=str(never),
+                          critic_done_threshold=0.9, task_config={"horizon": 20})  # fmt: skip
+    build_fleet(config).run()
+    with EpisodeStore(tmp_path / "run2" / "store") as store:
+        assert [(e.outcome, e.length) for e in store.episodes()] == [("truncated", 20)]  # a person labels it
+
+
+def test_a_done_threshold_needs_a_critic_with_a_done_head(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="critic_done_threshold: needs critic"):
+        fleet_config(tmp_path, critic_done_threshold=0.9)
+    plain = small_critic(tmp_path / "plain")
+    with pytest.raises(ValueError, match=r"critic_done_threshold: the critic at .* has no done head"):
+        build_fleet(fleet_config(tmp_path, critic=str(plain), critic_done_threshold=0.9))

@@ -31,6 +31,17 @@ class Critic(abc.ABC):
         """Progress in [0, 1] for every row of ``steps`` (one instruction for all, or one per row); ``where`` names
         the data in errors."""
 
+    @property
+    def has_done_head(self) -> bool:
+        """Whether `predict_done` answers: the critic also judges that the task is done."""
+        return False
+
+    def predict_done(
+        self, steps: dict[str, np.ndarray], instruction: str | list[str], where: str = "episode"
+    ) -> np.ndarray:
+        """P(the task is done) for every row of ``steps``; only for a critic with a done head."""
+        raise NotImplementedError(f"{type(self).__name__}: this critic has no done head")
+
     @classmethod
     @abc.abstractmethod
     def fit(

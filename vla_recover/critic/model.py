@@ -159,6 +159,20 @@ class ProgressCritic(Critic):
         logits, _ = self.net(batch)
         return torch.sigmoid(logits).numpy().astype(np.float32)
 
+    @property
+    def has_done_head(self) -> bool:
+        return self.net.done_head is not None
+
+    @torch.no_grad()
+    def predict_done(
+        self, steps: dict[str, np.ndarray], instruction: str | list[str], where: str = "episode"
+    ) -> np.ndarray:
+        if self.net.done_head is None:
+            return super().predict_done(steps, instruction, where)
+        self.net.eval()
+        _, done = self.net(self.tensors(steps, instruction, where))
+        return torch.sigmoid(done).numpy().astype(np.float32)
+
     def save(self, directory: str | Path, **meta: Any) -> Path:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)

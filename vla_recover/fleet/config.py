@@ -179,6 +179,13 @@ class FleetConfig(FrozenConfig):
         description="a recovery gate directory (vla_recover.recovery): it judges every step and drives the floor "
         "operator's 'gate' detector; None: no gate",
     )
+    critic_done_threshold: float | None = Field(
+        default=None,
+        gt=0.0,
+        lt=1.0,
+        description="a robot with no success detector (an arm) ends its episode as a success once the critic's done "
+        "head rates a step at least this; needs critic, trained with done_head; None: a person labels its outcome",
+    )
     critic_smooth_steps: int = Field(default=5, ge=1, le=1000, description="trailing mean over the critic's ratings")
     critic_tolerance: float = Field(
         default=0.02, ge=0.0, le=1.0, description="a rewind target is rated within this of the branch's best"
@@ -243,6 +250,8 @@ class FleetConfig(FrozenConfig):
         detector = self.floor_operator.detector
         if detector.startswith("critic") and self.critic is None:
             raise ValueError(f"floor_operator.detector: {detector!r} needs critic (a critic checkpoint directory)")
+        if self.critic_done_threshold is not None and self.critic is None:
+            raise ValueError("critic_done_threshold: needs critic (a critic checkpoint with a done head)")
         if detector.startswith("gate") and self.gate is None:
             raise ValueError(f"floor_operator.detector: {detector!r} needs gate (a recovery gate directory)")
         return self

@@ -68,7 +68,9 @@ class FleetManager(OperatorAPI):
         )
         self.autonomous_actor: str = getattr(self.source, "actor", "policy")  # "guided" for a guided source
         recorded = [f"obs.{key}" for key in self.source.obs_keys]
-        self.critic = CriticRater(config.critic, recorded) if config.critic is not None else None
+        self.critic = (
+            CriticRater(config.critic, recorded, config.critic_done_threshold) if config.critic is not None else None
+        )
         self.gate_rater = GateRater(config.gate, recorded) if config.gate is not None else None
         self.recorder = FleetRecorder(config.store, config.store_every_s)
         self._episodes_started = 0
@@ -156,12 +158,24 @@ class FleetManager(OperatorAPI):
             if slot.pending:
                 self._consume(slot)
         self._rate_new_steps()
+        self._end_done_attempts()
         for slot in self.slots.values():
             self.ledger.robot_s += self.dt
             self.ledger.robot_waiting_s += self.dt if slot.waiting_for_human else 0.0
         self._log_safety()
         self.recorder.flush()
         self.ticks += 1
+
+    def _end_done_attempts(self) -> None:
+        """An arm whose step the critic's done head judged done ends its episode as a success (its only success
+        detector; without one a person labels the outcome in the console)."""
+        threshold = self.config.critic_done_threshold
+        if threshold is None:
+            return
+        for slot in self.slots.values():
+            if slot.state in (S.AUTONOMOUS, S.TELEOP) and slot.critic_done >= threshold:
+                self.event("outcome_detected", "critic", {"p_done": round(slot.critic_done, 4)}, slot.robot)
+                self._end_attempt(slot, "success", reason="the critic's done head")
 
     def _log_safety(self, every_s: float = 1.0) -> None:
         """One ``safety_interventions`` event per robot whose filter stepped in, at most once a sim-second: per kind

@@ -23,11 +23,17 @@ class CriticRater:
     """A critic (any registered kind) rating each recorded step's observation, every robot's new steps in one
     forward."""
 
-    def __init__(self, directory: str | Path, recorded_keys: Sequence[str]) -> None:
+    def __init__(
+        self, directory: str | Path, recorded_keys: Sequence[str], done_threshold: float | None = None
+    ) -> None:
         from vla_recover.critic.kinds import load_critic
 
-        self.directory = Path(directory)
+        self.directory, self.done_threshold = Path(directory), done_threshold
         self.critic = load_critic(self.directory)
+        if done_threshold is not None and not self.critic.has_done_head:
+            raise ValueError(
+                f"critic_done_threshold: the critic at {self.directory} has no done head (train it with done_head)"
+            )
         missing = [key for key in self.critic.input_keys if key not in recorded_keys]
         if missing:
             raise ValueError(
@@ -49,9 +55,17 @@ class CriticRater:
                 for index in slot.branch_rows[len(slot.branch_critic) :]:
                     rows.append(slot.attempt.rows[index])
                     owners.append(slot)
-        ratings = self.rate(rows, [slot.attempt.instruction for slot in owners])  # type: ignore[union-attr]
+        instructions = [slot.attempt.instruction for slot in owners]  # type: ignore[union-attr]
+        ratings = self.rate(rows, instructions)
         for slot, rating in zip(owners, ratings, strict=True):
             slot.branch_critic.append(float(rating))
+        # the done head judges the robots that have no success detector of their own (arms)
+        judged = [i for i, slot in enumerate(owners) if not slot.worker.simulated]
+        if self.done_threshold is not None and judged:
+            steps = {key: np.stack([rows[i][key] for i in judged]) for key in self.critic.input_keys}
+            done = self.critic.predict_done(steps, [instructions[i] for i in judged], where="fleet")
+            for i, p_done in zip(judged, done, strict=True):
+                owners[i].critic_done = max(owners[i].critic_done, float(p_done))
 
 
 class GateRater:

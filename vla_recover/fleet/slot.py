@@ -37,6 +37,7 @@ class Slot:
     branch_critic: list[float] = field(default_factory=list)  # the critic's rating of each step's observation
     branch_gate: list[float] = field(default_factory=list)  # the recovery gate's P(needs correction) of each step
     gate_raised: bool = False  # the gate's verdict on the branch so far
+    critic_done: float = 0.0  # an arm: the critic's highest P(done) on this branch (FleetConfig.critic_done_threshold)
     furthest_step: int = 0  # the most steps any branch of this attempt reached (before rewinds cut them)
     handback_step: int = 0  # the branch's length when a human last handed the robot back
     device: TeleopDevice | None = None
@@ -74,7 +75,7 @@ class Slot:
     def new_branch(self) -> None:
         """Forget the branch bookkeeping: a fresh attempt starts with no steps."""
         self.branch_rows, self.branch_progress, self.branch_critic, self.branch_gate = [], [], [], []
-        self.gate_raised = False
+        self.gate_raised, self.critic_done = False, 0.0
         self.furthest_step = self.handback_step = 0
 
     def cut_branch(self, step: int) -> None:
