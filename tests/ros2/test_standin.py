@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -31,26 +32,37 @@ ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = ROOT / "tests" / "fixtures" / "ros2" / "cyclonedds-loopback.xml"
 
 
+def start_standin(namespace: str, *options: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """The CLI's stand-in arm on ``namespace``, and the fleet entry it prints (read up to its 'up' comment)."""
+    command = [sys.executable, "-m", "vla_recover.cli.main", "ros2", "standin", "--dds-config", str(LOOPBACK),
+               "--namespace", namespace, "--name", namespace.strip("/"), "--seconds", "300", *options]  # fmt: skip
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith("# stand-in arm up"):
+        line = process.stdout.readline()
+        if not line:
+            process.kill()
+            raise AssertionError(f"the stand-in exited: {process.stderr.read() if process.stderr else ''}")
+        lines.append(line)
+    return process, yaml.safe_load("".join(lines))["robots"][0]
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
 @pytest.fixture
 def standin() -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
-    """The CLI's stand-in arm on /arm, and the fleet entry it prints (read up to its 'up' comment)."""
-    command = [sys.executable, "-m", "vla_recover.cli.main", "ros2", "standin", "--dds-config", str(LOOPBACK),
-               "--namespace", "/arm", "--name", "arm", "--seconds", "300"]  # fmt: skip
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
+    process, entry = start_standin("/arm")
     try:
-        assert process.stdout is not None
-        while not lines or not lines[-1].startswith("# stand-in arm up"):
-            line = process.stdout.readline()
-            assert line, f"the stand-in exited: {process.stderr.read() if process.stderr else ''}"
-            lines.append(line)
-        yield process, yaml.safe_load("".join(lines))["robots"][0]
+        yield process, entry
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
 
 
 def _tick_for(fleet: FleetManager, seconds: float) -> None:
@@ -82,10 +94,14 @@ def test_a_fleet_of_sim_fake_and_ros2_arms_runs_a_policy_takes_over_the_arm_and_
         assert set(shown) == {"sim00", "fake00", "arm"} and len(shown["arm"]["robot_state"]) == 19
         for _ in range(5):
             fleet.tick()
-        stall, malformed = {"kind": "stall", "seconds": 0.5}, ("nan", "out_of_range", "short", "drop")
-        for fault in (stall, *({"kind": kind, "count": 2} for kind in malformed)):
+        safety = fleet.slots["arm"].worker.robot.filter  # type: ignore[attr-defined]  # the arm's safety filter
+        stalled = ({"kind": "stall", "seconds": 0.5}, {"kind": "drop", "count": 8})
+        for fault in (*stalled, *({"kind": kind, "count": 3} for kind in ("nan", "out_of_range", "short"))):
+            held = safety.counts["watchdog_hold"]
             inject(idl.String(json.dumps(fault)))
-            _tick_for(fleet, 0.7 if fault["kind"] == "stall" else 0.2)
+            _tick_for(fleet, 0.8 if fault in stalled else 0.4)
+            assert safety.counts["watchdog_hold"] > held, f"{fault} did not hold the arm"
+            assert fleet.slots["arm"].state is SlotState.AUTONOMOUS  # the episode goes on
         lease = fleet.grant_takeover("arm", "alice", make_device("scripted", {"actions": [[0.5, 0, 0, 0, -1.0]] * 6}))
         for _ in range(4):
             fleet.tick()
@@ -113,3 +129,25 @@ def test_a_fleet_of_sim_fake_and_ros2_arms_runs_a_policy_takes_over_the_arm_and_
     assert all(count > 0 for count in seen.values()), seen
     rejected = " ".join(r["message_rejected"]["first"] for r in reports if "message_rejected" in r)
     assert "non-finite" in rejected or "missing" in rejected
+
+
+def test_the_stand_in_publishes_its_cameras_and_the_ros2_kind_reads_them_as_image_features() -> None:
+    from vla_recover.ros2.arm import Ros2Arm
+    from vla_recover.ros2.features import TopicSource
+
+    process, entry = start_standin("/cam_arm", "--camera", "front", "--image-size", "32")
+    try:
+        observation = {
+            key: [TopicSource.model_validate(s) for s in sources] for key, sources in entry["observation"].items()
+        }
+        arm = Ros2Arm(lambda: DdsTransport(config=LOOPBACK), [], command_topic=entry["topics"]["command"],
+                      command_type="float64_multi_array", observation=observation, action_size=5)  # fmt: skip
+        assert arm.observation_features == {"state": (19,), "images.front": (32, 32, 3)}
+        with arm:
+            before = arm.get_observation()
+            arm.send_action(np.array([0.0, 0.0, -1.0, 0.0, -1.0]))
+            after = arm.get_observation()
+        assert before["images.front"].dtype == np.uint8 and before["images.front"].std() > 0  # a rendered scene
+        assert after["state"][2] < before["state"][2]  # the command moved the arm down, in the next observation
+    finally:
+        stop(process)

@@ -65,6 +65,10 @@ def standin(
     namespace: Annotated[str, typer.Option(help="its topics' prefix, e.g. /arm_left")] = "/arm",
     name: Annotated[str, typer.Option(help="the robot's name in the fleet entry it prints")] = "arm",
     seed: Annotated[int, typer.Option(help="the first episode's seed (each home takes the next)")] = 0,
+    camera: Annotated[
+        list[str] | None, typer.Option(help="a camera of the task to publish as sensor_msgs/Image (repeatable)")
+    ] = None,
+    image_size: Annotated[int, typer.Option(help="pixels of each square camera image", min=16, max=1024)] = 84,
     domain_id: Annotated[
         int | None, typer.Option(help="ROS_DOMAIN_ID (default: the environment's, else 0)", min=0, max=232)
     ] = None,
@@ -79,7 +83,8 @@ def standin(
     from vla_recover.ros2.transport import DdsTransport
 
     with user_errors():
-        arm = StandInArm(task, namespace, seed=seed)
+        task_config = {"cameras": list(camera), "image_size": image_size} if camera else None
+        arm = StandInArm(task, namespace, task_config, seed=seed)
         arm.start(DdsTransport(domain_id, dds_config))
     entry = arm.robot_entry(name)
     entry.update({"domain_id": domain_id} if domain_id is not None else {})
