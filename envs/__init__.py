@@ -8,6 +8,7 @@ A task of your own joins them with :func:`register_task` (examples/extending/new
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -43,6 +44,7 @@ __all__ = [
     "make_task",
     "register_task",
     "resolve_task_name",
+    "task_features",
 ]
 
 TASKS: Registry[TaskConfig] = Registry("task")
@@ -95,6 +97,14 @@ def control_period(task: str, task_config: dict[str, Any]) -> float:
     """Seconds per control step: the task's ``control_freq`` setting where it has one, else its class's rate."""
     task_cls = TASKS.get(resolve_task_name(task)).load()
     return 1.0 / float(task_config.get("control_freq", task_cls.CONTROL_HZ))
+
+
+def task_features(env: gym.Env[Any, Any]) -> tuple[dict[str, tuple[int, ...]], int]:
+    """A task env's observation features (key → shape) and its action size: what a robot running it declares."""
+    spaces = env.observation_space
+    assert isinstance(spaces, gym.spaces.Dict), f"a task's observation space is a Dict, got {spaces}"
+    observation = {key: tuple(space.shape or ()) for key, space in spaces.spaces.items()}
+    return observation, math.prod(env.action_space.shape or ())
 
 
 def load_task_config(task: str, config: Any = None) -> TaskConfig:

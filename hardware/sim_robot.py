@@ -30,12 +30,11 @@ class SimRobot(Robot):
 
     def _probe_spaces(self) -> tuple[dict[str, tuple[int, ...]], int]:
         """The features, read from a throwaway env: declared before connecting, as a real robot's are."""
-        from vla_recover.envs import make_task
+        from vla_recover.envs import make_task, task_features
 
         env = make_task(self.task, self.task_config)
         try:
-            observation = {key: tuple(space.shape) for key, space in env.observation_space.spaces.items()}
-            return observation, int(np.prod(env.action_space.shape))
+            return task_features(env)
         finally:
             env.close()
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vla_recover.envs import make_task
+from vla_recover.envs import make_task, task_features
 from vla_recover.fleet.robot_backend import RobotWorker
 from vla_recover.fleet.robots import (
     FakeRobotsConfig,
@@ -83,7 +83,7 @@ class SlotContext:
         try:
             observation, info = env.reset(seed=self.fleet.seed)
             return {
-                "observation": {key: tuple(space.shape) for key, space in env.observation_space.spaces.items()},
+                "observation": task_features(env)[0],
                 "horizon": int(env.unwrapped.config.horizon),
                 "instruction": info["instruction"],
                 "start": observation,
