@@ -9,7 +9,7 @@ from vla_recover.cli.console_cmd import console_app
 from vla_recover.cli.critic import critic_app, label
 from vla_recover.cli.interop import export_app, import_app
 from vla_recover.cli.ros2 import ros2_app
-from vla_recover.cli.store import store_app
+from vla_recover.cli.store import store_app, view
 
 app = typer.Typer(
     name="vla-recover",
@@ -22,6 +22,7 @@ app.command("tasks")(tasks.list_tasks)
 app.command("render")(tasks.render)
 app.command("collect")(collect.collect)
 app.add_typer(store_app, name="store")
+app.command("view")(view)
 app.add_typer(export_app, name="export")
 app.add_typer(import_app, name="import")
 app.command("train")(train.train)

@@ -1,4 +1,4 @@
-"""`vla-recover store info` and `vla-recover store check`."""
+"""`vla-recover store info`, `vla-recover store check` and `vla-recover view` (an episode in the Rerun viewer)."""
 
 from __future__ import annotations
 
@@ -62,3 +62,29 @@ def check(path: Annotated[Path, typer.Argument(help="episode store directory")])
     console.print(f"{path}: {verdict} ({report.episodes} episodes, {report.steps} steps)")
     if not report.ok:
         raise typer.Exit(code=1)
+
+
+def view(
+    store: Annotated[Path, typer.Option(help="episode store directory")],
+    episode: Annotated[int, typer.Option(help="the episode's id (vla-recover store info lists the store)", min=0)],
+    save: Annotated[
+        Path | None, typer.Option(help="write the recording to this .rrd file (no display needed); open: rerun FILE")
+    ] = None,
+) -> None:
+    """One episode in the Rerun viewer: cameras, state and action, progress, who acted, segments and events on one
+    step timeline. With --save, an .rrd file instead of a window."""
+    import os
+
+    from vla_recover.data.rerun_view import save_episode_recording
+
+    with user_errors():
+        if save is None and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            raise ValueError("save: no display to open the viewer on; pass --save FILE.rrd and open it with rerun")
+        if save is not None and save.suffix != ".rrd":
+            raise ValueError(f"save: {save} must end in .rrd")
+        try:
+            out = save_episode_recording(store, episode, save, spawn=save is None)
+        except KeyError as exc:  # no such episode: the message names the store's ids
+            raise ValueError(f"episode: {exc.args[0]}") from None
+    if out is not None:
+        console.print(f"episode {episode} of {store} → {out} (open it with: rerun {out})", highlight=False)
