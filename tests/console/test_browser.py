@@ -123,6 +123,16 @@ def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: 
         wait(lambda: "autonomous" in card_text(floor, "sim00") and steps()[0] < 150, 30, "sim00 early in an episode")
         click_card_button(floor, "sim00", "Request takeover")
         wait(lambda: "takeover_requested" in card_text(floor, "sim00"), what="the takeover request")
+        click_card_button(floor, "sim02", "Request takeover")  # a robot further down starts waiting too
+
+        def grid() -> list[tuple[str, str]]:
+            cards = "return [...document.querySelectorAll('#cards .card')].map(c => [c.dataset.robot, c.className])"
+            return [tuple(card) for card in floor.execute_script(cards)]
+
+        # the robots waiting for a person come first, the longest wait first, and a newcomer is cued
+        wait(lambda: [r for r, _ in grid()[:2]] == ["sim00", "sim02"] and "cue" in grid()[1][1], what="sim02 cued")
+        assert "needs-person" in grid()[0][1] and "needs-person" not in grid()[2][1]
+        assert floor.title == "(2) vla_recover console"
         floor.save_screenshot(str(ARTIFACTS / "2_floor_takeover_requested.png"))
 
         log_in(teleop, server["url"], "tess")

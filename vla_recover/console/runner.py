@@ -43,6 +43,16 @@ def _alerts(slot: Any, curve: list[float]) -> list[str]:
     return alerts
 
 
+# how urgently a robot needs a person, most urgent first: the fleet page shows these robots first
+ATTENTION = ("waiting_for_human", "reset_the_scene", "failure_predicted", "stall", "fault", "estopped")
+
+
+def _attention(alerts: list[str]) -> int | None:
+    """The rank (in ATTENTION) of the most urgent of a robot's alerts; None when it needs no one."""
+    ranks = [ATTENTION.index(alert) for alert in alerts if alert in ATTENTION]
+    return min(ranks) if ranks else None
+
+
 def fleet_snapshot(fleet: Any) -> dict[str, Any]:
     """What the console shows, as JSON-ready data: one card per robot, the takeover queue, the effort ledger."""
     now = fleet.now()
@@ -54,6 +64,7 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
             lease = {"operator": slot.lease.operator, "expires_in_s": round(slot.lease.expires - now, 2)}
         progress = round(float(curve[-1]), 3) if curve and math.isfinite(curve[-1]) else None  # arms: no truth
         source = "critic" if fleet.critic is not None else "ground_truth"
+        alerts = _alerts(slot, curve)
         robots.append({
             "robot": name,
             "state": str(slot.state),
@@ -66,7 +77,8 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
             "paused": slot.paused,
             "awaiting_reset": slot.awaiting_reset,  # home; a person resets the scene, then confirms
             "lease": lease,
-            "alerts": _alerts(slot, curve),
+            "alerts": alerts,
+            "attention": _attention(alerts),  # None: needs no one; else the rank of its most urgent alert
             "cameras": sorted(k.removeprefix("images.") for k in (slot.obs or {}) if k.startswith("images.")),
             "robot_state": [round(float(x), 3) for x in slot.obs["state"]] if slot.obs and "state" in slot.obs else [],
         })  # fmt: skip

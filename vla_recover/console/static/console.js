@@ -64,12 +64,48 @@ function thumbnail(robot, camera, stamp) {
   return img;
 }
 
+const cueUntil = new Map();  // robot → when its "needs a person" cue ends (ms)
+let needing = new Set();      // robots that needed a person at the last update
+
+// The robots that need a person first (most urgent alert, then longest in that state), the rest in fleet order; a
+// robot that starts needing one is cued for a few seconds, with a short tone and a count in the tab's title.
+function attentionOrder(robots) {
+  const rank = (r) => (r.attention === null ? Infinity : r.attention);
+  return robots.map((r, i) => [r, i]).sort(([a, i], [b, j]) =>
+    rank(a) - rank(b) || (a.attention === null ? i - j : b.in_state_s - a.in_state_s || i - j)).map(([r]) => r);
+}
+
+function cueNewcomers(robots) {
+  const now = Date.now();
+  const current = new Set(robots.filter((r) => r.attention !== null && r.attention <= 1).map((r) => r.robot));
+  const newcomers = [...current].filter((robot) => !needing.has(robot));
+  for (const robot of newcomers) cueUntil.set(robot, now + 5000);
+  if (newcomers.length) tone();
+  needing = current;
+  document.title = current.size ? `(${current.size}) vla_recover console` : "vla_recover console";
+}
+
+function tone() {
+  try {
+    const context = tone.context || (tone.context = new AudioContext());
+    const oscillator = context.createOscillator();
+    const gain = context.createGain();
+    gain.gain.value = 0.05;
+    oscillator.frequency.value = 880;
+    oscillator.connect(gain).connect(context.destination);
+    oscillator.start();
+    oscillator.stop(context.currentTime + 0.15);
+  } catch (error) { /* no audio: the visual cue stays */ }
+}
+
 function renderCards() {
   const cards = $("#cards");
   cards.replaceChildren();
-  for (const r of fleet.robots) {
+  cueNewcomers(fleet.robots);
+  for (const r of attentionOrder(fleet.robots)) {
     const card = document.createElement("article");
-    card.className = `card state-${r.state}`;
+    const cued = (cueUntil.get(r.robot) || 0) > Date.now();
+    card.className = `card state-${r.state}${r.attention !== null ? " needs-person" : ""}${cued ? " cue" : ""}`;
     card.dataset.robot = r.robot;
     const progress = r.progress === null ? 0 : Math.round(r.progress * 100);
     card.innerHTML = `<h2><span>${r.robot}</span><span class="state">${r.state}</span></h2>
