@@ -119,6 +119,9 @@ def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: 
         wait(lambda: min(steps()) > 0, 60, "the robots to start")
         before = steps()
         wait(lambda: all(a > b for a, b in zip(steps(), before, strict=True)), what="every robot to move")
+        # each card draws its progress curve (a uPlot sparkline) from the points the snapshot sends
+        sparklines = "return document.querySelectorAll('#cards .card .sparkline canvas').length"
+        wait(lambda: floor.execute_script(sparklines) == 4, what="a progress sparkline on every card")
         floor.save_screenshot(str(ARTIFACTS / "1_floor_fleet.png"))
         wait(lambda: "autonomous" in card_text(floor, "sim00") and steps()[0] < 150, 30, "sim00 early in an episode")
         click_card_button(floor, "sim00", "Request takeover")
@@ -176,6 +179,15 @@ def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: 
         # commands depend on how the browser's 20 Hz sends fall against the fleet's ticks: tests/fleet covers them)
         for actor in ("policy", "human", "rewind"):
             assert floor.find_elements(By.CSS_SELECTOR, f'#episode-view .timeline.actors div[data-actor="{actor}"]')
+        # the progress curve is drawn with a point for every step, and scrubbing along it shows that step
+        points = "return window.episodeChart ? window.episodeChart.data[1].filter(v => v !== null).length : 0"
+        length = int(floor.execute_script("return window.episodeChart.data[0].length"))
+        assert floor.execute_script(points) == length > 10
+        floor.execute_script("window.episodeChart.setCursor({left: window.episodeChart.valToPos(7, 'x'), top: 5})")
+        wait(
+            lambda: floor.find_element(By.CSS_SELECTOR, "#episode-view .scrub span").text.startswith("7 · "),
+            what="the frames scrubbed to step 7 with the chart's cursor",
+        )
         floor.save_screenshot(str(ARTIFACTS / "5_episode_timeline.png"))
     finally:
         floor.quit()

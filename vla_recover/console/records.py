@@ -59,9 +59,17 @@ def requested_episode(request: Request) -> int:
 
 
 def plain(value: Any) -> Any:
-    """A stored value as JSON: floats rounded, booleans and integers as they are."""
+    """A stored value as JSON: floats rounded (NaN, as an arm's unknown progress, as null), booleans and integers
+    as they are."""
     array = np.asarray(value)
-    return (array.round(4) if array.dtype.kind == "f" else array).tolist()
+    if array.dtype.kind != "f":
+        return array.tolist()
+    array = array.astype(np.float64)  # float32 rounded to 4 places prints with 18 digits
+    rounded = array.astype(object)
+    finite = np.isfinite(array)
+    rounded[finite] = array[finite].round(4)
+    rounded[~finite] = None
+    return rounded.tolist() if array.ndim else (None if not finite else float(array.round(4)))
 
 
 def requested_step(request: Request) -> int:

@@ -43,6 +43,7 @@ def _alerts(slot: Any, curve: list[float]) -> list[str]:
     return alerts
 
 
+CURVE_STEPS = 200  # the latest steps of each robot's progress curve sent with every update (its sparkline)
 # how urgently a robot needs a person, most urgent first: the fleet page shows these robots first
 ATTENTION = ("waiting_for_human", "reset_the_scene", "failure_predicted", "stall", "fault", "estopped")
 
@@ -79,6 +80,7 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
             "lease": lease,
             "alerts": alerts,
             "attention": _attention(alerts),  # None: needs no one; else the rank of its most urgent alert
+            "curve": [round(p, 3) if math.isfinite(p) else None for p in curve[-CURVE_STEPS:]],
             "cameras": sorted(k.removeprefix("images.") for k in (slot.obs or {}) if k.startswith("images.")),
             "robot_state": [round(float(x), 3) for x in slot.obs["state"]] if slot.obs and "state" in slot.obs else [],
         })  # fmt: skip

@@ -62,7 +62,7 @@ async def episode(request: Request) -> Response:
         segments = store.segments(episode=episode_id)
     return JSONResponse({
         **episode_card(row),
-        "progress": np.round(data["progress"].astype(float), 4).tolist() if "progress" in data else [],
+        "progress": plain(data["progress"]) if "progress" in data else [],
         "actor": [ACTORS[int(a)] for a in data["actor"]] if "actor" in data else [],
         "segments": [{"start": s.start, "stop": s.stop, "kind": s.kind, "source": s.source} for s in segments],
     })  # fmt: skip

@@ -64,6 +64,38 @@ function thumbnail(robot, camera, stamp) {
   return img;
 }
 
+// -- charts (uPlot, fetched by version from the npm registry when the package is built) -------------------------
+const KIND_COLOURS = {
+  progress: "rgba(46, 125, 50, 0.15)", idle: "rgba(158, 158, 158, 0.2)", failure_inducing: "rgba(198, 40, 40, 0.18)",
+  recovery: "rgba(21, 101, 192, 0.15)", intervention: "rgba(239, 108, 0, 0.15)", rewind: "rgba(106, 27, 154, 0.15)",
+};
+const charting = typeof uPlot !== "undefined";
+
+function progressChart(width, height, options = {}) {
+  return {
+    width, height, legend: { show: Boolean(options.legend) }, scales: { x: { time: false }, y: { range: [0, 1] } },
+    axes: options.axes ? [{ label: "step" }, { label: "progress", size: 50 }] : [{ show: false }, { show: false }],
+    cursor: options.cursor || { show: false },
+    series: [{}, { label: "progress", stroke: "#1565c0", width: 2, spanGaps: false, points: { show: Boolean(options.axes) } },
+      ...(options.series || [])],
+    hooks: options.hooks || {},
+  };
+}
+
+const sparklines = new Map();  // robot → [element, uPlot]: kept across renders, fed the latest curve
+function sparkline(robot, curve, width = 220, height = 44) {
+  if (!charting) return document.createTextNode("");
+  let entry = sparklines.get(robot);
+  if (!entry || entry[1].width !== width) {
+    const element = document.createElement("div");
+    element.className = "sparkline";
+    entry = [element, new uPlot(progressChart(width, height), [[], []], element)];
+    sparklines.set(robot, entry);
+  }
+  entry[1].setData([curve.map((_, i) => i), curve]);
+  return entry[0];
+}
+
 const cueUntil = new Map();  // robot → when its "needs a person" cue ends (ms)
 let needing = new Set();      // robots that needed a person at the last update
 
@@ -117,6 +149,7 @@ function renderCards() {
       <div class="buttons"></div>`;
     card.querySelector(".instruction").textContent = r.instruction;  // text, never markup
     if (r.cameras.length) card.insertBefore(thumbnail(r.robot, r.cameras[0], frameStamp), card.querySelector(".bar"));
+    if (r.curve.length > 1) card.querySelector(".bar").replaceWith(sparkline(r.robot, r.curve));
     const buttons = card.querySelector(".buttons");
     if (["floor", "admin"].includes(me.role)) {
       buttons.append(button("Request takeover", () => act(r.robot, "request_takeover")));
@@ -154,7 +187,11 @@ function renderTeleop() {
   if (held && card && card.state !== "teleop" && card.state !== "rewinding") held = null;
   const images = $("#teleop-images");
   images.replaceChildren(...(card ? card.cameras.map((c) => thumbnail(card.robot, c, teleopStamp)) : []));
-  $("#teleop-state").textContent = card ? `state ${JSON.stringify(card.robot_state)}\nprogress ${card.progress}` : "";
+  $("#teleop-curve").replaceChildren(...(card && card.curve.length > 1 ? [sparkline(`teleop:${card.robot}`, card.curve, 480, 120)] : []));
+  $("#teleop-state").textContent = card
+    ? `${card.instruction}\nprogress ${card.progress === null ? "unknown" : Math.round(card.progress * 100) + "%"}` +
+      `\nstate ${card.robot_state.map((x) => x.toFixed(3)).join("  ")}`
+    : "";
 }
 let teleopStamp = 0;
 setInterval(() => { teleopStamp += 1; }, 200);  // the driver's view: five frames a second
@@ -294,11 +331,34 @@ async function showEpisode(id) {
     start = stop;
   }
   if (e.actor.length) view.append(chosen);
-  if (e.progress.length > 1) {
-    const width = 600, height = 80;
-    const points = e.progress.map((p, i) => `${(i / (e.progress.length - 1)) * width},${height - p * height}`);
-    view.insertAdjacentHTML("beforeend", `<svg class="curve" viewBox="0 0 ${width} ${height}" preserveAspectRatio="none">
-      <polyline points="${points.join(" ")}" fill="none" stroke="#1565c0" stroke-width="2"/></svg>`);
+  let chart = null;
+  let pick = () => {};  // set below, once the frames' scrubber exists
+  if (charting && e.progress.length > 1) {
+    const box = document.createElement("div");
+    box.className = "chart";
+    const shade = (u) => {  // the segments behind the curve, by kind (the critic's and people's labels)
+      const { ctx, bbox } = u;
+      for (const s of e.segments.filter((x) => x.source !== "supervision")) {
+        const left = u.valToPos(s.start, "x", true), right = u.valToPos(s.stop, "x", true);
+        ctx.fillStyle = KIND_COLOURS[s.kind] || "rgba(0, 0, 0, 0.05)";
+        ctx.fillRect(left, bbox.top, right - left, bbox.height);
+      }
+    };
+    const hooks = {
+      drawClear: [shade],
+      setCursor: [(u) => { if (u.cursor.idx != null) pick(u.cursor.idx); }],
+      setSelect: [(u) => {  // a span selected on the chart fills the relabel form
+        const start = Math.max(0, Math.round(u.posToVal(u.select.left, "x")));
+        const stop = Math.min(e.length, Math.round(u.posToVal(u.select.left + u.select.width, "x")) + 1);
+        const form = view.querySelector("form.relabel");
+        if (form && u.select.width > 0) { form.start.value = start; form.stop.value = stop; }
+      }],
+    };
+    chart = new uPlot(progressChart(Math.min(900, view.clientWidth || 640), 200, {
+      legend: true, axes: true, cursor: { drag: { x: true, y: false, setScale: false } }, hooks,
+    }), [e.progress.map((_, i) => i), e.progress], box);
+    window.episodeChart = chart;  // read by the browser tests
+    view.append(box);
   }
   const scrub = document.createElement("div");
   scrub.className = "scrub";
@@ -315,7 +375,15 @@ async function showEpisode(id) {
       return img;
     }));
   };
-  scrub.querySelector("input").addEventListener("input", (event) => show(Number(event.target.value)));
+  let pending = null;
+  pick = (index) => {  // the chart's cursor scrubs the frames, at most ten requests a second
+    scrub.querySelector("input").value = index;
+    if (pending === null) pending = setTimeout(() => { pending = null; show(Number(scrub.querySelector("input").value)); }, 100);
+  };
+  scrub.querySelector("input").addEventListener("input", (event) => {
+    show(Number(event.target.value));
+    if (chart) chart.setCursor({ left: chart.valToPos(Number(event.target.value), "x"), top: 10 });
+  });
   view.append(scrub);
   show(0);
   if (["floor", "admin"].includes(me.role)) {
