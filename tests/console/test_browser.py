@@ -147,6 +147,8 @@ def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: 
         wait(lambda: "Driving sim00" in teleop.find_element(By.ID, "teleop-lease").text, what="the lease")
         body = teleop.find_element(By.TAG_NAME, "body")
         ActionChains(teleop).move_to_element(body).key_down("r").pause(1.5).key_up("r").perform()  # raise the gripper
+        shown = teleop.find_element(By.ID, "teleop-input").text  # what the driver's hands send, as the robot gets it
+        assert shown.startswith("keyboard") and "sending [" in shown
         teleop.save_screenshot(str(ARTIFACTS / "4_teleop_driving.png"))
         teleop.execute_script("document.getElementById('rewind-steps').value = 5")
         teleop.find_element(By.ID, "rewind").click()

@@ -235,9 +235,19 @@ function teleopAction() {
 
 setInterval(() => {  // 20 Hz while driving: the robot holds when commands stop
   if (held && socket && socket.readyState === WebSocket.OPEN) {
-    socket.send(JSON.stringify({ type: "command", robot: held, action: teleopAction() }));
+    const action = teleopAction();
+    socket.send(JSON.stringify({ type: "command", robot: held, action }));
+    showInput(action);
   }
 }, 50);
+
+function showInput(action) {  // what the driver's hands are doing, as the robot receives it
+  const pad = navigator.getGamepads ? [...navigator.getGamepads()].find((g) => g) : null;
+  const pressed = [...keys].filter((k) => k.length === 1 && "wsadrfqe".includes(k)).map((k) => k.toUpperCase());
+  $("#teleop-input").textContent = `${pad ? `gamepad ${pad.id}` : "keyboard"}` +
+    ` · keys ${pressed.length ? pressed.join(" ") : "none"} · gripper ${grip > 0 ? "closed" : "open"}` +
+    ` · sending [${action.map((v) => v.toFixed(2)).join(", ")}]`;
+}
 
 document.addEventListener("keydown", (event) => {
   if (event.target.tagName === "INPUT") return;
