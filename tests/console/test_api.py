@@ -262,6 +262,29 @@ def test_episodes_filter_by_who_acted_and_a_floor_operator_relabels_a_segment(co
         assert [(e.actor, e.episode) for e in store.events(kind="segment_relabelled")] == [("fred", target)]
 
 
+def test_an_episode_shows_the_running_fleets_critic_curve_beside_ground_truth(tmp_path: Path) -> None:
+    from tests.fleet.test_progress import small_critic
+
+    users = UserDB(tmp_path / "store" / "console_users.sqlite")
+    users.add("vera", "viewer", PASSWORD)
+    critic = small_critic(tmp_path / "critic")
+    config = fleet_config(tmp_path, robots=1, episodes=1000, critic=str(critic), task_config={"horizon": 20})
+    runner = FleetRunner(build_fleet(config))
+    app = build_app(runner, users, tmp_path / "store", [ORIGIN])
+    runner.start()
+    try:
+        viewer = TestClient(app)
+        assert viewer.post("/api/login", json={"username": "vera", "password": PASSWORD}).is_success
+        end = time.monotonic() + 30
+        while not (listed := viewer.get("/api/episodes").json()) and time.monotonic() < end:
+            time.sleep(0.2)
+        shown = viewer.get(f"/api/episodes/{listed[0]['id']}").json()
+    finally:
+        runner.stop()
+    assert len(shown["critic"]) == len(shown["progress"]) == shown["length"]
+    assert all(0.0 <= p <= 1.0 for p in shown["critic"])
+
+
 def test_a_floor_operator_labels_the_outcome_of_a_stored_episode(console: dict[str, Any]) -> None:
     viewer, viewer_csrf = client(console, "vera")
     end = time.monotonic() + 30
@@ -275,6 +298,7 @@ def test_a_floor_operator_labels_the_outcome_of_a_stored_episode(console: dict[s
     floor, csrf = client(console, "fred")
     unsure = floor.post(f"/api/episodes/{target['id']}/outcome", json={"label": "unsure"}, headers=csrf).json()
     assert unsure == {"ok": True, "id": target["id"], "label": "unsure", "outcome": target["outcome"]}
+    assert viewer.get(f"/api/episodes/{target['id']}").json()["critic"] is None  # this fleet runs no critic
     failed = floor.post(f"/api/episodes/{target['id']}/outcome", json={"label": "failure"}, headers=csrf).json()
     assert failed["outcome"] == "failure" and viewer.get(f"/api/episodes/{target['id']}").json()["outcome"] == "failure"
     bad = floor.post(f"/api/episodes/{target['id']}/outcome", json={"label": "great"}, headers=csrf)

@@ -60,12 +60,23 @@ async def episode(request: Request) -> Response:
         row = episode_row(store, episode_id)
         data = store.episode(episode_id)
         segments = store.segments(episode=episode_id)
+    critic = await anyio.to_thread.run_sync(_critic_curve, console, data, row.instruction)
     return JSONResponse({
         **episode_card(row),
         "progress": plain(data["progress"]) if "progress" in data else [],
+        "critic": critic,
         "actor": [ACTORS[int(a)] for a in data["actor"]] if "actor" in data else [],
         "segments": [{"start": s.start, "stop": s.stop, "kind": s.kind, "source": s.source} for s in segments],
     })  # fmt: skip
+
+
+def _critic_curve(console: Any, data: dict[str, np.ndarray], instruction: str) -> list[float] | None:
+    """The running fleet's critic's rating of every step (None without one, or for data it cannot read)."""
+    rater = console.runner.fleet.critic if console.runner is not None else None
+    if rater is None or not all(key in data for key in rater.critic.input_keys):
+        return None
+    steps = {key: data[key] for key in rater.critic.input_keys}
+    return plain(rater.critic.predict(steps, instruction, where="console"))
 
 
 async def episode_step(request: Request) -> Response:

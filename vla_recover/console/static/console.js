@@ -76,7 +76,8 @@ function progressChart(width, height, options = {}) {
     width, height, legend: { show: Boolean(options.legend) }, scales: { x: { time: false }, y: { range: [0, 1] } },
     axes: options.axes ? [{ label: "step" }, { label: "progress", size: 50 }] : [{ show: false }, { show: false }],
     cursor: options.cursor || { show: false },
-    series: [{}, { label: "progress", stroke: "#1565c0", width: 2, spanGaps: false, points: { show: Boolean(options.axes) } },
+    series: [{}, { label: options.label || "progress", stroke: "#1565c0", width: 2, spanGaps: false,
+      points: { show: Boolean(options.axes) } },
       ...(options.series || [])],
     hooks: options.hooks || {},
   };
@@ -343,7 +344,7 @@ async function showEpisode(id) {
   if (e.actor.length) view.append(chosen);
   let chart = null;
   let pick = () => {};  // set below, once the frames' scrubber exists
-  if (charting && e.progress.length > 1) {
+  if (charting && e.length > 1) {
     const box = document.createElement("div");
     box.className = "chart";
     const shade = (u) => {  // the segments behind the curve, by kind (the critic's and people's labels)
@@ -364,9 +365,11 @@ async function showEpisode(id) {
         if (form && u.select.width > 0) { form.start.value = start; form.stop.value = stop; }
       }],
     };
+    const critic = e.critic ? [{ label: "critic", stroke: "#8e24aa", width: 2, dash: [6, 3] }] : [];
     chart = new uPlot(progressChart(Math.min(900, view.clientWidth || 640), 200, {
-      legend: true, axes: true, cursor: { drag: { x: true, y: false, setScale: false } }, hooks,
-    }), [e.progress.map((_, i) => i), e.progress], box);
+      legend: true, axes: true, cursor: { drag: { x: true, y: false, setScale: false } }, hooks, series: critic,
+      label: "ground truth",
+    }), [e.progress.map((_, i) => i), e.progress, ...(e.critic ? [e.critic] : [])], box);
     window.episodeChart = chart;  // read by the browser tests
     view.append(box);
   }
