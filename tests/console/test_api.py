@@ -30,7 +30,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     for name, role in (("vera", "viewer"), ("fred", "floor"), ("tess", "teleop"), ("tom", "teleop")):
         users.add(name, role, PASSWORD)
     config = fleet_config(root, robots=2, episodes=1000, task_config={"horizon": 100})
-    runner = FleetRunner(build_fleet(config))
+    runner = FleetRunner(build_fleet(config, views=root / "views"))
     app = build_app(runner, users, root / "store", [ORIGIN])
     runner.start()
     yield {"app": app, "runner": runner, "users": users, "store": root / "store"}
@@ -283,6 +283,23 @@ def test_an_episode_shows_the_running_fleets_critic_curve_beside_ground_truth(tm
         runner.stop()
     assert len(shown["critic"]) == len(shown["progress"]) == shown["length"]
     assert all(0.0 <= p <= 1.0 for p in shown["critic"])
+
+
+def test_every_sim_robot_has_a_view_painted_while_someone_watches(console: dict[str, Any]) -> None:
+    import imageio.v3 as iio
+
+    viewer, _ = client(console, "vera")
+    end = time.monotonic() + 20
+    while (shown := viewer.get("/api/robots/sim01/view?size=large")).status_code == 204:  # painted after a step
+        assert time.monotonic() < end, "no view painted"
+        time.sleep(0.1)
+    assert shown.status_code == 200 and shown.headers["content-type"] == "image/jpeg"
+    assert iio.imread(shown.content, extension=".jpg").shape == (240, 320, 3)  # the task has no camera of its own
+    assert float(shown.headers["x-frame-age"]) < 2.0
+    bad = viewer.get("/api/robots/sim01/view?size=huge")
+    assert bad.status_code == 422 and "size: got 'huge'" in bad.json()["error"]
+    assert viewer.get("/api/robots/sim09/view").status_code == 404
+    assert TestClient(console["app"]).get("/api/robots/sim01/view").status_code == 401
 
 
 def test_a_floor_operator_labels_the_outcome_of_a_stored_episode(console: dict[str, Any]) -> None:

@@ -122,6 +122,9 @@ def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: 
         # each card draws its progress curve (a uPlot sparkline) from the points the snapshot sends
         sparklines = "return document.querySelectorAll('#cards .card .sparkline canvas').length"
         wait(lambda: floor.execute_script(sparklines) == 4, what="a progress sparkline on every card")
+        # and a view of its robot, though the task has no camera: painted for the page, 128 x 96
+        thumbs = "return [...document.querySelectorAll('#cards .card img.thumb')].map(i => i.naturalWidth)"
+        wait(lambda: floor.execute_script(thumbs) == [128] * 4, what="a painted view on every card")
         floor.save_screenshot(str(ARTIFACTS / "1_floor_fleet.png"))
         wait(lambda: "autonomous" in card_text(floor, "sim00") and steps()[0] < 150, 30, "sim00 early in an episode")
         click_card_button(floor, "sim00", "Request takeover")
@@ -147,6 +150,8 @@ def test_floor_operator_and_teleoperator_recover_a_robot_in_the_browser(server: 
         wait(lambda: "Driving sim00" in teleop.find_element(By.ID, "teleop-lease").text, what="the lease")
         body = teleop.find_element(By.TAG_NAME, "body")
         ActionChains(teleop).move_to_element(body).key_down("r").pause(1.5).key_up("r").perform()  # raise the gripper
+        large = "const i = document.querySelector('#teleop-images img.view'); return i ? i.naturalWidth : 0"
+        wait(lambda: teleop.execute_script(large) == 320, what="the driven robot's view, 320 x 240")
         shown = teleop.find_element(By.ID, "teleop-input").text  # what the driver's hands send, as the robot gets it
         assert shown.startswith("keyboard") and "sending [" in shown
         teleop.save_screenshot(str(ARTIFACTS / "4_teleop_driving.png"))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import getpass
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,6 +47,7 @@ def serve(
     from vla_recover.console.server import build_app
     from vla_recover.fleet import FleetConfig, build_fleet
 
+    views = None
     with user_errors():
         runner = None
         if fleet is not None:
@@ -53,7 +56,8 @@ def serve(
                 raw["store"] = store
             config = validate_config(FleetConfig, raw, source=str(fleet))
             store = config.store
-            runner = FleetRunner(build_fleet(config))
+            views = tempfile.mkdtemp(prefix="vla_recover_views_")  # the sim robots' views for the pages
+            runner = FleetRunner(build_fleet(config, views=views))
         if store is None:
             raise ValueError("store: give --store PATH (or --fleet CONFIG, whose store is used)")
         users = _users(store)
@@ -69,6 +73,8 @@ def serve(
     finally:
         if runner is not None:
             runner.stop()
+        if views is not None:
+            shutil.rmtree(views, ignore_errors=True)
 
 
 @user_app.command("add")

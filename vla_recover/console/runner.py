@@ -82,6 +82,7 @@ def fleet_snapshot(fleet: Any) -> dict[str, Any]:
             "attention": _attention(alerts),  # None: needs no one; else the rank of its most urgent alert
             "curve": [round(p, 3) if math.isfinite(p) else None for p in curve[-CURVE_STEPS:]],
             "cameras": sorted(k.removeprefix("images.") for k in (slot.obs or {}) if k.startswith("images.")),
+            "view": fleet.views is not None and slot.worker.simulated,  # a view painted for people (/view)
             "robot_state": [round(float(x), 3) for x in slot.obs["state"]] if slot.obs and "state" in slot.obs else [],
         })  # fmt: skip
     waiting = [r for r in robots if r["state"] == "takeover_requested"]

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from vla_recover.fleet.config import FleetConfig, FloorOperatorConfig, TeleoperatorConfig
 from vla_recover.fleet.inference import ChunkSource
 from vla_recover.fleet.manager import FleetManager
@@ -24,11 +26,14 @@ __all__ = [
 ]
 
 
-def build_fleet(config: FleetConfig, source: ChunkSource | None = None) -> FleetManager:
-    """A fleet with the simulated operators its config enables; ``source`` replaces the config's policy."""
+def build_fleet(
+    config: FleetConfig, source: ChunkSource | None = None, views: str | Path | None = None
+) -> FleetManager:
+    """A fleet with the simulated operators its config enables; ``source`` replaces the config's policy; ``views``: a
+    folder where its sim robots' views are painted for people watching (vla_recover.fleet.views)."""
     from vla_recover.teleop.operators import SimFloorOperator, SimTeleoperator
 
-    fleet = FleetManager(config, source)
+    fleet = FleetManager(config, source, views)
     floor, teleop = config.floor_operator, config.teleoperator
     if floor.enabled:
         fleet.operators += [SimFloorOperator(floor, f"floor-{i + 1}") for i in range(floor.count)]

@@ -104,7 +104,8 @@ def sim_workers(config: SimRobotsConfig, names: list[str], context: SlotContext)
     per_process = fleet.robots_per_process
     for first in range(0, len(names), per_process):
         group = names[first : first + per_process]
-        process = WorkerProcess(context.spec, len(group), "fleet-" + "-".join(dict.fromkeys([group[0], group[-1]])))
+        name = "fleet-" + "-".join(dict.fromkeys([group[0], group[-1]]))
+        process = WorkerProcess(context.spec, len(group), name, robots=group)
         workers += [WorkerHandle(context.spec, f"fleet-{name}", process, i) for i, name in enumerate(group)]
     return workers
 

@@ -16,6 +16,7 @@ import contextlib
 import time
 from collections import deque
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from vla_recover.fleet.recorder import FleetRecorder
 from vla_recover.fleet.robots import ROBOTS, slot_names
 from vla_recover.fleet.slot import Slot
 from vla_recover.fleet.states import MOVING, SlotMachine, SlotState
+from vla_recover.fleet.views import ViewBoard
 from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied
 from vla_recover.teleop.devices import DeviceDisconnected
 from vla_recover.teleop.lease import LeaseManager
@@ -50,7 +52,7 @@ S = SlotState
 class FleetManager(OperatorAPI):
     """The control tick over N robot slots, with the operator API (`vla_recover.fleet.operator_api`) on top."""
 
-    def __init__(self, config: FleetConfig, source: ChunkSource | None = None) -> None:
+    def __init__(self, config: FleetConfig, source: ChunkSource | None = None, views: str | Path | None = None) -> None:
         self.config = config
         self.task = resolve_task_name(config.task)
         task_cls = TASKS.get(self.task).load()
@@ -75,8 +77,13 @@ class FleetManager(OperatorAPI):
         self.recorder = FleetRecorder(config.store, config.store_every_s)
         self._episodes_started = 0
         self._next_seed = config.seed
+        self.views = ViewBoard(views) if views is not None else None  # sim robots' views for people watching
         spec = SimWorkerSpec(
-            self.task, dict(config.task_config), dict(config.teleoperator.expert), config.rewind_capacity
+            self.task,
+            dict(config.task_config),
+            dict(config.teleoperator.expert),
+            config.rewind_capacity,
+            str(views) if views is not None else None,
         )
         self.slots: dict[str, Slot] = {}
         self.slot_context = SlotContext(config, self.task, self.dt, spec, self.action_dim)

@@ -97,6 +97,7 @@ class SimWorkerSpec:
     task_config: dict[str, Any]
     expert_config: dict[str, Any]
     rewind_capacity: int = 200
+    views: str | None = None  # the fleet's view folder (vla_recover.fleet.views); None: no views are painted
 
 
 # what the fleet reads of a step's info (the instruction and the failure log only change at a reset)
@@ -115,10 +116,11 @@ class SimWorkerCore:
 
     CHECKPOINT_EVERY = 10
 
-    def __init__(self, spec: SimWorkerSpec) -> None:
+    def __init__(self, spec: SimWorkerSpec, robot: str = "") -> None:
         import torch
 
         from vla_recover.envs import make_expert, make_task
+        from vla_recover.fleet.views import ViewPainter
 
         torch.set_num_threads(1)
         self.spec = spec
@@ -129,9 +131,17 @@ class SimWorkerCore:
         self.step = self.furthest_step = 0
         self.episode_over = False  # steps that ran ahead past the episode's end are answered without stepping
         self._scratch: tuple[Any, Any] | None = None  # (env, expert) for recoverability probes, made on first use
+        self.painter = ViewPainter(spec.views, robot) if spec.views and robot else None
 
     def handle(self, request: tuple[Any, ...]) -> Any:
-        """The reply to ``request``; an exception instance (not raised) when the request is wrong."""
+        """The reply to ``request``; an exception instance (not raised) when the request is wrong. After it, the
+        robot's view is painted when someone watches and a frame is due."""
+        reply = self._handle(request)
+        if self.painter is not None and request[0] in ("reset", "step", "rewind_to"):
+            self.painter.after_step(self.env)
+        return reply
+
+    def _handle(self, request: tuple[Any, ...]) -> Any:
         kind = request[0]
         if kind == "reset":
             seed = int(request[1])
@@ -224,8 +234,8 @@ class SimWorkerCore:
             self._scratch[0].close()
 
 
-def _serve(connection: Connection, spec: SimWorkerSpec, size: int, waited_s: Any, waiting_since: Any) -> None:
-    cores = [SimWorkerCore(spec) for _ in range(size)]
+def _serve(connection: Connection, spec: SimWorkerSpec, robots: list[str], waited_s: Any, waiting_since: Any) -> None:
+    cores = [SimWorkerCore(spec, robot) for robot in robots]
     try:
         while True:
             waiting_since.value = since = time.monotonic()
@@ -250,8 +260,9 @@ class WorkerProcess:
     tell that its sim was replaced under it. ``waited_s``: seconds the process has spent waiting for requests.
     """
 
-    def __init__(self, spec: SimWorkerSpec, size: int, name: str) -> None:
+    def __init__(self, spec: SimWorkerSpec, size: int, name: str, robots: list[str] | None = None) -> None:
         self.spec, self.size, self.name = spec, size, name
+        self.robots = robots or [""] * size  # the robots its slots serve (named: their views are painted)
         self._context = mp.get_context("spawn")
         # seconds waited so far, and since when it has been waiting now (0: busy); written by the process only
         self._waited_s = self._context.Value("d", 0.0, lock=False)
@@ -268,7 +279,7 @@ class WorkerProcess:
         parent, child = self._context.Pipe()
         self.process = self._context.Process(
             target=_serve,
-            args=(child, self.spec, self.size, self._waited_s, self._waiting_since),
+            args=(child, self.spec, self.robots, self._waited_s, self._waiting_since),
             name=self.name,
             daemon=True,
         )

@@ -73,6 +73,31 @@ async def camera(request: Request) -> Response:
     return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
 
 
+async def view(request: Request) -> Response:
+    """The newest frame of a sim robot's view (``size``: large, the driven robot's; thumb, a card's), asked for
+    again with every request, so it is painted while someone watches (vla_recover.fleet.views)."""
+    console = console_of(request)
+    console.caller(request, "view")
+    robot, size = request.path_params["robot"], request.query_params.get("size", "thumb")
+    runner = console.fleet()
+    try:
+        slot = runner.fleet.slot(robot)
+    except KeyError as exc:
+        raise fleet_error(exc) from exc
+    board = runner.fleet.views
+    if board is None or not slot.worker.simulated:
+        raise ApiError(404, f"view: robot {robot} has no painted view (sim robots of a console-run fleet have one)")
+    try:
+        board.want(robot, size)
+    except ValueError as exc:
+        raise fleet_error(exc) from exc
+    frame = board.frame(robot)
+    if frame is None:  # the first is painted after the robot's next step
+        return Response(status_code=204, headers={"Cache-Control": "no-store", "Retry-After": "1"})
+    jpeg, age = frame
+    return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store", "X-Frame-Age": f"{age:.3f}"})
+
+
 async def stream(websocket: WebSocket) -> None:
     console = console_of(websocket)
     origin = websocket.headers.get("origin")
@@ -211,5 +236,6 @@ ROUTES: list[BaseRoute] = [
     Route("/api/fleet", fleet_state),
     Route("/api/robots/{robot}/{action}", robot_action, methods=["POST"]),
     Route("/api/robots/{robot}/image", camera),
+    Route("/api/robots/{robot}/view", view),
     WebSocketRoute("/ws", stream),
 ]

@@ -50,6 +50,28 @@ const thumbnails = new Map();  // robot → its <img>, kept across renders so it
 let frameStamp = 0;
 setInterval(() => { frameStamp += 1; }, 1000);
 
+// A sim robot's view, painted for people (a card's thumbnail once a second, the driven robot's ten times): each new
+// frame loads off-screen and replaces the shown one, so a frame not painted yet never blanks the picture.
+const views = new Map();  // "robot:size" → the shown <img>
+function viewImage(robot, size, stamp) {
+  const key = `${robot}:${size}`;
+  if (!views.has(key)) {
+    const img = document.createElement("img");
+    img.className = size === "large" ? "view" : "thumb";
+    img.alt = `${robot}'s view`;
+    views.set(key, img);
+  }
+  const img = views.get(key);
+  const src = `/api/robots/${encodeURIComponent(robot)}/view?size=${size}&t=${stamp}`;
+  if (img.dataset.asked !== src) {
+    img.dataset.asked = src;
+    const loader = new Image();
+    loader.onload = () => { img.src = loader.src; };
+    loader.src = src;
+  }
+  return img;
+}
+
 function thumbnail(robot, camera, stamp) {
   const key = `${robot}/${camera}`;
   if (!thumbnails.has(key)) {
@@ -150,6 +172,7 @@ function renderCards() {
       <div class="buttons"></div>`;
     card.querySelector(".instruction").textContent = r.instruction;  // text, never markup
     if (r.cameras.length) card.insertBefore(thumbnail(r.robot, r.cameras[0], frameStamp), card.querySelector(".bar"));
+    else if (r.view) card.insertBefore(viewImage(r.robot, "thumb", frameStamp), card.querySelector(".bar"));
     if (r.curve.length > 1) card.querySelector(".bar").replaceWith(sparkline(r.robot, r.curve));
     const buttons = card.querySelector(".buttons");
     if (["floor", "admin"].includes(me.role)) {
@@ -187,7 +210,9 @@ function renderTeleop() {
     : "You hold no robot. Take one over from the queue.";
   if (held && card && card.state !== "teleop" && card.state !== "rewinding") held = null;
   const images = $("#teleop-images");
-  images.replaceChildren(...(card ? card.cameras.map((c) => thumbnail(card.robot, c, teleopStamp)) : []));
+  const shown = card ? [...(card.view ? [viewImage(card.robot, "large", teleopViewStamp)] : []),
+    ...card.cameras.map((c) => thumbnail(card.robot, c, teleopStamp))] : [];
+  images.replaceChildren(...shown);
   $("#teleop-curve").replaceChildren(...(card && card.curve.length > 1 ? [sparkline(`teleop:${card.robot}`, card.curve, 480, 120)] : []));
   $("#teleop-state").textContent = card
     ? `${card.instruction}\nprogress ${card.progress === null ? "unknown" : Math.round(card.progress * 100) + "%"}` +
@@ -195,7 +220,12 @@ function renderTeleop() {
     : "";
 }
 let teleopStamp = 0;
-setInterval(() => { teleopStamp += 1; }, 200);  // the driver's view: five frames a second
+setInterval(() => { teleopStamp += 1; }, 200);  // the task's cameras for the driver: five frames a second
+let teleopViewStamp = 0;
+setInterval(() => {  // the driver's view: ten frames a second (the page itself re-renders with each fleet update)
+  teleopViewStamp += 1;
+  if (held && views.has(`${held}:large`)) viewImage(held, "large", teleopViewStamp);
+}, 100);
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
