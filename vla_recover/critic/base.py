@@ -33,14 +33,15 @@ class Critic(abc.ABC):
 
     @property
     def has_done_head(self) -> bool:
-        """Whether `predict_done` answers: the critic also judges that the task is done."""
+        """Whether the critic also judges that the task is done (`predict_with_done` answers both)."""
         return False
 
-    def predict_done(
+    def predict_with_done(
         self, steps: dict[str, np.ndarray], instruction: str | list[str], where: str = "episode"
-    ) -> np.ndarray:
-        """P(the task is done) for every row of ``steps``; only for a critic with a done head."""
-        raise NotImplementedError(f"{type(self).__name__}: this critic has no done head")
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Progress and P(the task is done) for every row of ``steps``, from one pass; done is None for a critic
+        without a done head."""
+        return self.predict(steps, instruction, where), None
 
     @classmethod
     @abc.abstractmethod

@@ -151,27 +151,22 @@ class ProgressCritic(Critic):
             batch["instruction_embedding"] = embedding.expand(length or 1, -1)
         return batch
 
-    @torch.no_grad()
     def predict(self, steps: dict[str, np.ndarray], instruction: str | list[str], where: str = "episode") -> np.ndarray:
         """Progress in [0, 1] for every step (one instruction for all, or one per step)."""
-        self.net.eval()
-        batch = self.tensors(steps, instruction, where)
-        logits, _ = self.net(batch)
-        return torch.sigmoid(logits).numpy().astype(np.float32)
+        return self.predict_with_done(steps, instruction, where)[0]
 
     @property
     def has_done_head(self) -> bool:
         return self.net.done_head is not None
 
     @torch.no_grad()
-    def predict_done(
+    def predict_with_done(
         self, steps: dict[str, np.ndarray], instruction: str | list[str], where: str = "episode"
-    ) -> np.ndarray:
-        if self.net.done_head is None:
-            return super().predict_done(steps, instruction, where)
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         self.net.eval()
-        _, done = self.net(self.tensors(steps, instruction, where))
-        return torch.sigmoid(done).numpy().astype(np.float32)
+        logits, done = self.net(self.tensors(steps, instruction, where))
+        progress = torch.sigmoid(logits).numpy().astype(np.float32)
+        return progress, None if done is None else torch.sigmoid(done).numpy().astype(np.float32)
 
     def save(self, directory: str | Path, **meta: Any) -> Path:
         directory = Path(directory)

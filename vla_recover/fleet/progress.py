@@ -42,10 +42,16 @@ class CriticRater:
 
     def rate(self, rows: list[dict[str, Any]], instructions: list[str]) -> np.ndarray:
         """Progress in [0, 1] for each recorded row (the observation the step was taken in)."""
+        return self._rate(rows, instructions)[0]
+
+    def _rate(self, rows: list[dict[str, Any]], instructions: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+        """Progress for each row and, with a done threshold, P(done), from one forward."""
         if not rows:
-            return np.zeros(0, dtype=np.float32)
+            return np.zeros(0, dtype=np.float32), None
         steps = {key: np.stack([row[key] for row in rows]) for key in self.critic.input_keys}
-        return self.critic.predict(steps, instructions, where="fleet")
+        if self.done_threshold is None:
+            return self.critic.predict(steps, instructions, where="fleet"), None
+        return self.critic.predict_with_done(steps, instructions, where="fleet")
 
     def rate_new_steps(self, slots: Iterable[Slot]) -> None:
         """Rate every step the slots recorded on their branches since the last call, all robots in one forward."""
@@ -55,17 +61,14 @@ class CriticRater:
                 for index in slot.branch_rows[len(slot.branch_critic) :]:
                     rows.append(slot.attempt.rows[index])
                     owners.append(slot)
-        instructions = [slot.attempt.instruction for slot in owners]  # type: ignore[union-attr]
-        ratings = self.rate(rows, instructions)
+        ratings, done = self._rate(rows, [slot.attempt.instruction for slot in owners])  # type: ignore[union-attr]
         for slot, rating in zip(owners, ratings, strict=True):
             slot.branch_critic.append(float(rating))
-        # the done head judges the robots that have no success detector of their own (arms)
-        judged = [i for i, slot in enumerate(owners) if not slot.worker.simulated]
-        if self.done_threshold is not None and judged:
-            steps = {key: np.stack([rows[i][key] for i in judged]) for key in self.critic.input_keys}
-            done = self.critic.predict_done(steps, [instructions[i] for i in judged], where="fleet")
-            for i, p_done in zip(judged, done, strict=True):
-                owners[i].critic_done = max(owners[i].critic_done, float(p_done))
+        if done is None:
+            return
+        for slot, p_done in zip(owners, done, strict=True):  # the robots with no success detector of their own (arms)
+            if not slot.worker.simulated:
+                slot.critic_done = max(slot.critic_done, float(p_done))
 
 
 class GateRater:
