@@ -147,8 +147,7 @@ class MujocoTaskEnv(Task):
         self.data = mujoco.MjData(self.model)
         self._substeps = round(1.0 / (self.CONTROL_HZ * self.model.opt.timestep))
         self._injector = FailureInjector(self.config.failures, self.PHASES)
-        self._renderers: dict[int, mujoco.Renderer] = {}
-        self._view_renderers: dict[tuple[int, int], mujoco.Renderer] = {}
+        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}  # (width, height) → its renderer
         self._step = 0
         self._task: dict[str, Any] = {}
         self._status = TaskStatus(0, 0.0, False)
@@ -356,10 +355,14 @@ class MujocoTaskEnv(Task):
 
     # -- rendering -----------------------------------------------------------------------------------------------
     def _render_camera(self, camera: str, size: int) -> np.ndarray:
-        renderer = self._renderers.get(size)
+        return self.render_view(camera, size, size)
+
+    def render_view(self, camera: str, width: int, height: int) -> np.ndarray:
+        """``camera`` at ``width`` × ``height``: the observation's cameras, and views for people (the console)."""
+        renderer = self._renderers.get((width, height))
         if renderer is None:
             try:
-                renderer = self._renderers[size] = mujoco.Renderer(self.model, size, size)
+                renderer = self._renderers[(width, height)] = mujoco.Renderer(self.model, height, width)
             except mujoco.FatalError as exc:
                 raise RuntimeError(
                     f"cannot render camera {camera!r}: no OpenGL context ({exc}). MuJoCo picks its backend when "
@@ -369,25 +372,15 @@ class MujocoTaskEnv(Task):
         renderer.update_scene(self.data, camera=camera)
         return renderer.render()
 
-    def render_view(self, camera: str, width: int, height: int) -> np.ndarray:
-        """``camera`` at ``width`` × ``height``, for people watching (the console), whatever the observation holds."""
-        key = (width, height)
-        renderer = self._view_renderers.get(key)
-        if renderer is None:
-            renderer = self._view_renderers[key] = mujoco.Renderer(self.model, height, width)
-        renderer.update_scene(self.data, camera=camera)
-        return renderer.render()
-
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":
             return None
         return self._render_camera("front", self.render_size)
 
     def close(self) -> None:
-        for renderer in [*self._renderers.values(), *self._view_renderers.values()]:
+        for renderer in self._renderers.values():
             renderer.close()
         self._renderers.clear()
-        self._view_renderers.clear()
 
     @property
     def state_labels(self) -> tuple[str, ...]:
