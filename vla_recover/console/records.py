@@ -65,11 +65,7 @@ def plain(value: Any) -> Any:
     if array.dtype.kind != "f":
         return array.tolist()
     array = array.astype(np.float64)  # float32 rounded to 4 places prints with 18 digits
-    rounded = array.astype(object)
-    finite = np.isfinite(array)
-    rounded[finite] = array[finite].round(4)
-    rounded[~finite] = None
-    return rounded.tolist() if array.ndim else (None if not finite else float(array.round(4)))
+    return np.where(np.isfinite(array), array.round(4), np.array(None)).tolist()
 
 
 def requested_step(request: Request) -> int:
