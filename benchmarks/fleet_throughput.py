@@ -235,8 +235,9 @@ def measure_async_vector_env(task: str, robots: int, horizon: int, seconds: floa
         envs.close()
 
 
-def small_policy(task: str, directory: Path) -> Path:
-    """A randomly initialised state-only diffusion policy for ``task``, as big as the quality-bar recipe."""
+def small_policy(task: str, directory: Path, kind: str = "diffusion", config: dict[str, Any] | None = None) -> Path:
+    """A randomly initialised state-only policy for ``task``; by default a diffusion policy as big as the
+    quality-bar recipe."""
     from vla_recover.envs import make_task
     from vla_recover.policies import build_policy
     from vla_recover.policies.common.checkpoint import save_policy
@@ -244,7 +245,7 @@ def small_policy(task: str, directory: Path) -> Path:
     env = make_task(task)
     state_dim, action_dim = env.observation_space["state"].shape[0], env.action_space.shape[0]
     env.close()
-    policy = build_policy("diffusion", {"down_dims": [64, 128, 256]}, {"obs.state": (state_dim,)}, action_dim)
+    policy = build_policy(kind, config or {"down_dims": [64, 128, 256]}, {"obs.state": (state_dim,)}, action_dim)
     rng = np.random.default_rng(0)
     policy.fit_normalizer({"obs.state": rng.normal(size=(64, state_dim)), "action": rng.uniform(-1, 1, (64, 5))})
     return save_policy(policy, directory)

@@ -147,7 +147,7 @@ class MujocoTaskEnv(Task):
         self.data = mujoco.MjData(self.model)
         self._substeps = round(1.0 / (self.CONTROL_HZ * self.model.opt.timestep))
         self._injector = FailureInjector(self.config.failures, self.PHASES)
-        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}  # (width, height) → its renderer
+        self._renderers: dict[tuple[int, int, bool], mujoco.Renderer] = {}  # (width, height, antialias) → renderer
         self._step = 0
         self._task: dict[str, Any] = {}
         self._status = TaskStatus(0, 0.0, False)
@@ -357,18 +357,23 @@ class MujocoTaskEnv(Task):
     def _render_camera(self, camera: str, size: int) -> np.ndarray:
         return self.render_view(camera, size, size)
 
-    def render_view(self, camera: str, width: int, height: int) -> np.ndarray:
-        """``camera`` at ``width`` × ``height``: the observation's cameras, and views for people (the console)."""
-        renderer = self._renderers.get((width, height))
+    def render_view(self, camera: str, width: int, height: int, antialias: bool = True) -> np.ndarray:
+        """``camera`` at ``width`` × ``height``: the observation's cameras, and views for people (the console, which
+        skips antialiasing: multisampling takes about 40% of a software-rendered frame's time)."""
+        renderer = self._renderers.get((width, height, antialias))
         if renderer is None:
+            quality, samples = self.model.vis.quality, self.model.vis.quality.offsamples
             try:
-                renderer = self._renderers[(width, height)] = mujoco.Renderer(self.model, height, width)
+                quality.offsamples = samples if antialias else 0  # read once, when the renderer's context is made
+                renderer = self._renderers[(width, height, antialias)] = mujoco.Renderer(self.model, height, width)
             except mujoco.FatalError as exc:
                 raise RuntimeError(
                     f"cannot render camera {camera!r}: no OpenGL context ({exc}). MuJoCo picks its backend when "
                     "first imported: set MUJOCO_GL=osmesa (or egl) in the environment, or import vla_recover "
                     "before mujoco; OSMesa comes from Debian's libosmesa6."
                 ) from exc
+            finally:
+                quality.offsamples = samples
         renderer.update_scene(self.data, camera=camera)
         return renderer.render()
 

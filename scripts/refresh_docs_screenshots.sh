@@ -9,4 +9,5 @@ mkdir -p docs/assets/console
 cp test-artifacts/console/1_floor_fleet.png docs/assets/console/fleet.png
 cp test-artifacts/console/4_teleop_driving.png docs/assets/console/teleop.png
 cp test-artifacts/console/5_episode_timeline.png docs/assets/console/timeline.png
+cp test-artifacts/console/6_episode_frames.png docs/assets/console/episode.png
 echo "refreshed: $(ls docs/assets/console)"

@@ -3,11 +3,13 @@ CSRF, the lease holder's commands over REST and the WebSocket, rewind, malformed
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import imageio.v3 as iio
 import pytest
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
@@ -147,6 +149,15 @@ def test_takeover_drive_rewind_and_hand_back_only_as_the_lease_holder(console: d
         assert _reply(socket) == {"type": "ack", "robot": "sim00"}
         socket.send_text('{"type": "command", "robot": "sim00", "action": [NaN, 0, 0, 0, 0]}')
         assert _reply(socket)["error"] == "action: NaN or Inf"
+    preview = tess.get("/api/robots/sim00/rewind_preview?steps=3")  # where the slider lands, the robot unmoved
+    assert preview.status_code == 200 and preview.headers["content-type"] == "image/jpeg", preview.text
+    assert iio.imread(preview.content, extension=".jpg").shape == (240, 320, 3)
+    assert tom.get("/api/robots/sim00/rewind_preview?steps=3").status_code == 403
+    refused = tess.get("/api/robots/sim00/rewind_preview?steps=-1")
+    assert (
+        refused.status_code == 422
+        and refused.json()["error"] == "steps: expected a whole number of steps >= 1, got '-1'"
+    )
     rewound = tess.post("/api/robots/sim00/rewind", json={"steps": 3}, headers=tess_csrf)
     assert rewound.status_code == 200 and rewound.json()["steps_undone"] == 3
     assert tess.post("/api/robots/sim00/rewind", json={"steps": -2}, headers=tess_csrf).status_code == 422
@@ -302,6 +313,36 @@ def test_every_sim_robot_has_a_view_painted_while_someone_watches(console: dict[
     assert TestClient(console["app"]).get("/api/robots/sim01/view").status_code == 401
 
 
+def test_views_stream_over_the_websocket_to_the_clients_watching_them(console: dict[str, Any]) -> None:
+    import imageio.v3 as iio
+
+    viewer, _ = client(console, "vera")
+    with viewer.websocket_connect("/ws", headers={"origin": ORIGIN}) as socket:
+        socket.send_json({"type": "views", "views": {"sim00": "thumb", "sim09": "thumb"}})
+        assert _reply(socket) == {
+            "type": "error",
+            "status": 404,
+            "error": "robot: no robot 'sim09' in this fleet (sim00, sim01)",
+        }
+        socket.send_json({"type": "views", "views": {"sim00": "huge"}})
+        assert "views.sim00: got size 'huge'" in _reply(socket)["error"]
+        socket.send_json({"type": "views", "views": ["sim00"]})
+        assert _reply(socket)["status"] == 422
+        socket.send_json({"type": "views", "views": {"sim00": "thumb", "sim01": "thumb"}})
+        assert _reply(socket) == {"type": "watching", "views": {"sim00": "thumb", "sim01": "thumb"}}
+        seen: dict[str, Any] = {}
+        end = time.monotonic() + 20
+        while len(seen) < 2:  # the state updates keep coming between the frames
+            assert time.monotonic() < end, f"frames of {sorted(seen)} only"
+            message = socket.receive()
+            if "bytes" in message:
+                header, frame = message["bytes"].split(b"\n", 1)
+                seen[json.loads(header)["robot"]] = (json.loads(header), iio.imread(frame, extension=".jpg"))
+    for robot in ("sim00", "sim01"):
+        header, image = seen[robot]
+        assert image.shape[2] == 3 and image.std() > 5 and 0 <= header["age_s"] < 2.0
+
+
 def test_a_floor_operator_labels_the_outcome_of_a_stored_episode(console: dict[str, Any]) -> None:
     viewer, viewer_csrf = client(console, "vera")
     end = time.monotonic() + 30
@@ -419,6 +460,7 @@ def test_loop_runs_with_their_rounds_and_plots(tmp_path: Path) -> None:
     assert viewer.get("/api/fleet").status_code == 503  # no fleet in this console
     with viewer.websocket_connect("/ws", headers={"origin": ORIGIN}) as socket:
         update = socket.receive_json()
+        assert socket.receive_json()["type"] == "fleet"  # the stream stays open, though no views can be watched
     assert update["running"] is False and update["robots"] == [] and update["queue"] == []
     assert viewer.get("/api/episodes").json()["error"].startswith("no store")
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 
 import imageio.v3 as iio
+import numpy as np
 import pytest
 
 from tests.fleet.test_fleet import fleet_config, tick_until
 from vla_recover.fleet import FleetManager, SlotState
-from vla_recover.fleet.views import ViewBoard
+from vla_recover.fleet.views import ViewBoard, ViewFeed, jpeg
+from vla_recover.teleop.devices import ScriptedDevice
 
 
 def test_a_sim_robot_is_painted_only_while_someone_watches(tmp_path: Path) -> None:
@@ -40,3 +44,53 @@ def test_a_sim_robot_is_painted_only_while_someone_watches(tmp_path: Path) -> No
         fleet.close()
     with pytest.raises(ValueError, match="size: got 'huge'; valid sizes: large, thumb"):
         ViewBoard(tmp_path / "views").want("sim00", "huge")
+
+
+def test_a_feed_sends_each_new_frame_once_at_the_views_rate(tmp_path: Path) -> None:
+    board, painted = ViewBoard(tmp_path), 1_000_000.0
+    feed = ViewFeed(board)
+    feed.watch({"sim00": "large"})
+    assert feed.due() == [] and json.loads((tmp_path / "sim00.want").read_text())["width"] == 320  # asked for at once
+
+    def paint(shade: int) -> None:  # as a worker does, stamped one painting period later each time
+        nonlocal painted
+        painted += 0.1
+        (tmp_path / "sim00.jpg").write_bytes(jpeg(np.full((240, 320, 3), shade, np.uint8)))
+        os.utime(tmp_path / "sim00.jpg", (painted, painted))
+
+    paint(50)
+    [message] = feed.due()
+    header, frame = message.split(b"\n", 1)
+    assert json.loads(header)["robot"] == "sim00" and json.loads(header)["painted"] == pytest.approx(painted)
+    assert iio.imread(frame, extension=".jpg").mean() == pytest.approx(50, abs=2)
+    assert feed.due() == []  # nothing new painted: nothing sent
+    paint(100)
+    paint(150)  # two painted before the viewer was due for one: only the newest goes out
+    time.sleep(0.1)
+    [message] = feed.due()
+    assert iio.imread(message.split(b"\n", 1)[1], extension=".jpg").mean() == pytest.approx(150, abs=2)
+    feed.watch({"sim00": "thumb"})  # a thumbnail is due once a second
+    paint(200)
+    assert feed.due() == []
+    with pytest.raises(ValueError, match=r"views\.sim00: got size 'huge'"):
+        feed.watch({"sim00": "huge"})
+
+
+def test_a_rewind_preview_shows_where_the_rewind_lands_without_moving_the_robot(tmp_path: Path) -> None:
+    fleet = FleetManager(fleet_config(tmp_path, robots=1, episodes=1, task_config={"horizon": 200}))
+    fleet.start()
+    try:
+        slot = fleet.slots["sim00"]
+        tick_until(fleet, lambda: slot.state is SlotState.AUTONOMOUS)
+        lease = fleet.grant_takeover("sim00", "alice", ScriptedDevice(lambda obs: np.array([0, 0, 0.6, 0, -1.0])))
+        for _ in range(12):  # the gripper rises: the scene changes from step to step
+            fleet.tick()
+        here = len(slot.branch_rows)
+        back = fleet.rewind_preview("sim00", lease.token, 8)
+        assert len(slot.branch_rows) == here  # the robot did not move
+        current = slot.worker.call("preview", here, 320, 240)
+        assert back != current and iio.imread(back, extension=".jpg").shape == (240, 320, 3)
+        assert fleet.rewind("sim00", lease.token, 8) == 8
+        assert slot.worker.call("preview", here - 8, 320, 240) == back  # the very state the preview showed
+    finally:
+        fleet.close()

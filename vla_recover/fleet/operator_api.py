@@ -114,11 +114,7 @@ class OperatorAPI(ABC):
         self._drain(slot)
         if slot.state is not S.TELEOP:  # the steps still in flight ended the attempt
             return 0
-        self._rate_new_steps()
-        here = len(slot.branch_rows)
-        oldest = slot.oldest_rewind_target(self.config.rewind_capacity)
-        target = here - steps if steps is not None else self._last_in_distribution(slot)
-        target = max(oldest, min(target, here))
+        here, target = len(slot.branch_rows), self._rewind_target(slot, steps)
         if target >= here or slot.attempt is None:
             return 0
         slot.machine.to(S.REWINDING, f"{here - target} steps")
@@ -135,6 +131,23 @@ class OperatorAPI(ABC):
         self.ledger.rewinds += 1
         self.event("rewind", lease.operator, {"steps": here - target, "to_step": target}, robot)
         return here - target
+
+    def rewind_preview(self, robot: str, token: str, steps: int | None, width: int = 320, height: int = 240) -> bytes:
+        """A JPEG of where ``rewind(robot, token, steps)`` would land, rendered off to the side (the robot does not
+        move); a ValueError where the robot has no views (a real arm)."""
+        slot = self.slot(robot)
+        self._checked_lease(slot, token)
+        self._drain(slot)
+        if not slot.worker.simulated:
+            raise ValueError(f"preview: {robot} is not simulated; its own cameras show where it is")
+        return bytes(slot.worker.call("preview", self._rewind_target(slot, steps), width, height))
+
+    def _rewind_target(self, slot: Slot, steps: int | None) -> int:
+        """The step a rewind of ``steps`` (None: to the last in-distribution state) goes back to, within reach."""
+        self._rate_new_steps()
+        here = len(slot.branch_rows)
+        target = here - steps if steps is not None else self._last_in_distribution(slot)
+        return max(slot.oldest_rewind_target(self.config.rewind_capacity), min(target, here))
 
     def release_takeover(self, robot: str, token: str) -> None:
         """Hand the robot back to the policy, which plans its next chunk from the observation now. Its observation

@@ -2,10 +2,13 @@
 off the fleet's requests and replies.
 
 The console marks a view wanted (`ViewBoard.want`: a small JSON file per robot in the fleet's view folder, valid for
-a few seconds, renewed while someone watches); the robot's sim worker (`ViewPainter`) renders that camera after a
-step once a frame is due at the view's rate and replaces the robot's JPEG atomically; the console serves the newest
+a few seconds, renewed while someone watches); the robot's sim worker (`ViewPainter`), after it has sent its
+replies, renders that camera once a frame's worth of control steps has passed (without antialiasing: a software
+renderer's frame costs 40% less) and replaces the robot's JPEG atomically; the console sends each viewer
+the newest frame it has not seen yet (`ViewFeed`, over the viewer's WebSocket) or serves one on request
 (`ViewBoard.frame`). Nothing is rendered while nobody watches, and a slow viewer only misses frames: the fleet never
-waits for one. Sim robots on Ray actors (possibly other machines) and hardware robots have no painted view.
+waits for one, and a viewer is sent the newest frame when it is ready for one, never a backlog. Sim robots on Ray
+actors (possibly other machines) and hardware robots have no painted view.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SIZES", "ViewBoard", "ViewPainter"]
+__all__ = ["SIZES", "ViewBoard", "ViewFeed", "ViewPainter", "jpeg"]
 
 # name → (width, height, frames a second): the driven robot's view, and a fleet card's thumbnail
 SIZES: dict[str, tuple[int, int, float]] = {"large": (320, 240, 10.0), "thumb": (128, 96, 1.0)}
 WANTED_FOR_S = 3.0  # a view stops being rendered this long after its last request
+RENEW_EVERY_S = 1.0  # how often a feed renews the views its viewer watches
 CAMERA = "front"
 
 
@@ -31,6 +35,13 @@ def _replace(path: Path, data: bytes) -> None:
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     partial.write_bytes(data)
     os.replace(partial, path)
+
+
+def jpeg(frame: Any) -> bytes:
+    """An RGB frame as a JPEG, compressed for a view (about 10 kB at 320 x 240)."""
+    import imageio.v3 as iio
+
+    return bytes(iio.imwrite("<bytes>", np.asarray(frame), extension=".jpg", quality=80))
 
 
 class ViewBoard:
@@ -58,24 +69,84 @@ class ViewBoard:
 
     def frame(self, robot: str) -> tuple[bytes, float] | None:
         """The newest JPEG of ``robot``'s view and its age in seconds, or None before the first."""
-        path = self.folder / f"{robot}.jpg"
+        newest = self.newest(robot)
+        return None if newest is None else (newest[0], max(0.0, time.time() - newest[1]))
+
+    def painted_at(self, robot: str) -> float | None:
+        """When ``robot``'s newest frame was painted (wall-clock seconds), or None before the first."""
         try:
-            return path.read_bytes(), max(0.0, time.time() - path.stat().st_mtime)
+            return (self.folder / f"{robot}.jpg").stat().st_mtime
+        except OSError:
+            return None
+
+    def newest(self, robot: str) -> tuple[bytes, float] | None:
+        """The newest JPEG of ``robot``'s view and when it was painted, read from one open file (a frame replaced
+        meanwhile does not mix the two), or None before the first."""
+        try:
+            with (self.folder / f"{robot}.jpg").open("rb") as file:
+                return file.read(), os.fstat(file.fileno()).st_mtime
         except OSError:
             return None
 
 
-class ViewPainter:
-    """The sim worker's side for one robot: renders its wanted view after a step when a frame is due."""
+class ViewFeed:
+    """What one viewer (a WebSocket client) watches: each robot's view at a size, each frame sent once, the newest
+    when it is due at the size's rate (at most twice that rate: the frames come at step boundaries, unevenly
+    spaced in wall time); frames painted meanwhile are skipped, not queued.
 
-    def __init__(self, folder: str | Path, robot: str) -> None:
+    A frame goes out as one binary message: a JSON header line (``type`` "view", ``robot``, ``painted``: wall-clock
+    seconds, ``age_s``: seconds since painted when sent), a newline, then the JPEG.
+    """
+
+    def __init__(self, board: ViewBoard) -> None:
+        self.board = board
+        self.watching: dict[str, str] = {}  # robot → size; replaced whole by watch()
+        self._renewed: dict[str, float] = {}
+        self._sent: dict[str, tuple[float, float]] = {}  # robot → (painted, sent at) of the last frame sent
+
+    def watch(self, sizes: dict[str, str]) -> None:
+        """Watch these robots' views (robot → a key of SIZES) from now on, and no others."""
+        for robot, size in sizes.items():
+            if size not in SIZES:
+                raise ValueError(f"views.{robot}: got size {size!r}; valid sizes: {', '.join(SIZES)}")
+        self.watching = dict(sizes)
+        self._renewed = {robot: 0.0 for robot in sizes if robot in self._renewed}  # a new size is asked for at once
+
+    def due(self) -> list[bytes]:
+        """The messages to send now: a frame of each watched robot painted since the last sent and due at its rate."""
+        messages, now = [], time.time()
+        for robot, size in list(self.watching.items()):
+            if now - self._renewed.get(robot, 0.0) >= RENEW_EVERY_S:
+                self.board.want(robot, size)
+                self._renewed[robot] = now
+            painted = self.board.painted_at(robot)
+            last_painted, sent_at = self._sent.get(robot, (None, 0.0))
+            if painted is None or painted == last_painted or now - sent_at < 0.5 / SIZES[size][2]:
+                continue
+            newest = self.board.newest(robot)
+            if newest is None:
+                continue
+            frame, painted = newest
+            header = {"type": "view", "robot": robot, "painted": painted, "age_s": round(max(0.0, now - painted), 4)}
+            messages.append(json.dumps(header).encode() + b"\n" + frame)
+            self._sent[robot] = (painted, now)
+        return messages
+
+
+class ViewPainter:
+    """The sim worker's side for one robot: renders its wanted view once the sim has moved on by a frame's worth of
+    control steps (frames evenly spaced in sim time: at the view's rate while the fleet keeps real time)."""
+
+    def __init__(self, folder: str | Path, robot: str, control_dt: float) -> None:
         self.want_path, self.frame_path = Path(folder) / f"{robot}.want", Path(folder) / f"{robot}.jpg"
+        self.control_dt = control_dt
         self._seen: float | None = None  # the want file's mtime when last read
         self._wanted: dict[str, Any] | None = None
-        self._painted_at = 0.0
+        self._steps = 0  # control steps since the last frame (a reset or a rewind counts as a frame's worth)
 
-    def after_step(self, env: Any) -> bool:
-        """Render and publish a frame of ``env`` if one is wanted and due; whether it did."""
+    def after_steps(self, env: Any, steps: int) -> bool:
+        """Render and publish a frame of ``env`` (moved on by ``steps``) if one is wanted and due; whether it did."""
+        self._steps += steps
         try:
             modified = self.want_path.stat().st_mtime
         except OSError:
@@ -86,13 +157,13 @@ class ViewPainter:
                 self._wanted = json.loads(self.want_path.read_text())
             except (OSError, ValueError):
                 self._wanted = None
-        wanted, now = self._wanted, time.time()
+        wanted = self._wanted
         render = getattr(env.unwrapped, "render_view", None)
-        if wanted is None or wanted["until"] < now or render is None or now - self._painted_at < 1.0 / wanted["fps"]:
+        if wanted is None or wanted["until"] < time.time() or render is None:
             return False
-        import imageio.v3 as iio
-
-        frame = np.asarray(render(CAMERA, int(wanted["width"]), int(wanted["height"])))
-        _replace(self.frame_path, iio.imwrite("<bytes>", frame, extension=".jpg", quality=80))
-        self._painted_at = now
+        if self._steps < max(1, round(1.0 / (wanted["fps"] * self.control_dt))):
+            return False
+        self._steps = 0
+        frame = render(CAMERA, int(wanted["width"]), int(wanted["height"]), antialias=False)
+        _replace(self.frame_path, jpeg(frame))
         return True

@@ -12,7 +12,8 @@ Protocol (request → reply): ``("reset", seed)`` → ``(obs, info)``; ``("step"
 action and the reply carries the action taken (``EPISODE_OVER`` once the episode has ended: a step that ran ahead
 past the end is not taken); ``("rewind_to", step)`` → ``(obs, info)``; ``("recoverable", step | None)`` → whether the
 scripted expert, started from the exact state at that step (None: now), completes the task before the episode's
-horizon (run in a scratch sim, so the robot's own is untouched); ``("close",)``.
+horizon (run in a scratch sim, so the robot's own is untouched); ``("preview", step, width, height)`` → a JPEG of the
+front camera at the exact state before that step (a rewind's preview, rendered in the scratch sim); ``("close",)``.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class SimWorkerCore:
     def __init__(self, spec: SimWorkerSpec, robot: str = "") -> None:
         import torch
 
-        from vla_recover.envs import make_expert, make_task
+        from vla_recover.envs import control_period, make_expert, make_task
         from vla_recover.fleet.views import ViewPainter
 
         torch.set_num_threads(1)
@@ -131,15 +132,27 @@ class SimWorkerCore:
         self.step = self.furthest_step = 0
         self.episode_over = False  # steps that ran ahead past the episode's end are answered without stepping
         self._scratch: tuple[Any, Any] | None = None  # (env, expert) for recoverability probes, made on first use
-        self.painter = ViewPainter(spec.views, robot) if spec.views and robot else None
+        self.painter = (
+            ViewPainter(spec.views, robot, control_period(spec.task, spec.task_config))
+            if spec.views and robot
+            else None
+        )
+        self._moved = 0  # control steps since the view was last considered
 
     def handle(self, request: tuple[Any, ...]) -> Any:
-        """The reply to ``request``; an exception instance (not raised) when the request is wrong. After it, the
-        robot's view is painted when someone watches and a frame is due."""
-        reply = self._handle(request)
-        if self.painter is not None and request[0] in ("reset", "step", "rewind_to"):
-            self.painter.after_step(self.env)
-        return reply
+        """The reply to ``request``; an exception instance (not raised) when the request is wrong."""
+        if request[0] == "step":
+            self._moved += 1
+        elif request[0] in ("reset", "rewind_to"):  # a jump: a frame's worth of change
+            self._moved += 1_000
+        return self._handle(request)
+
+    def paint(self) -> None:
+        """Paint the robot's view if it moved, someone watches and a frame is due: called after the replies are
+        sent, so the fleet does not wait for it."""
+        if self.painter is not None and self._moved:
+            self.painter.after_steps(self.env, self._moved)
+        self._moved = 0
 
     def _handle(self, request: tuple[Any, ...]) -> Any:
         kind = request[0]
@@ -169,6 +182,8 @@ class SimWorkerCore:
             return self._rewind_to(int(request[1]))
         if kind == "recoverable":
             return self._recoverable(None if request[1] is None else int(request[1]))
+        if kind == "preview":
+            return self._preview(int(request[1]), int(request[2]), int(request[3]))
         if kind == "pid":
             return os.getpid()
         return ValueError(f"worker request: unknown kind {kind!r}")
@@ -191,22 +206,43 @@ class SimWorkerCore:
         for step in range(base, target):
             sim.step(self.actions[step])
 
-    def _recoverable(self, target: int | None) -> Any:
+    def _scratch_at(self, target: int | None, request: str) -> Any:
+        """The scratch (env, expert), its sim put in the exact state before step ``target`` (None: now), or the
+        ValueError for a step no longer kept."""
         oldest = min(self.checkpoints, default=self.step)
         if target is not None and not oldest <= target <= self.step:
-            return ValueError(f"recoverable: step {target} is not among the steps {oldest}..{self.step} kept")
+            return ValueError(f"{request}: step {target} is not among the steps {oldest}..{self.step} kept")
         if self._scratch is None:
             from vla_recover.envs import make_expert, make_task
 
             env = make_task(self.spec.task, self.spec.task_config)
             env.reset(seed=0)
             self._scratch = (env, make_expert(self.spec.task, env, self.spec.expert_config))
-        env, expert = self._scratch
-        sim = env.unwrapped
+        sim = self._scratch[0].unwrapped
         if target is None or target == self.step:
             sim.set_state(self.env.unwrapped.get_state())
         else:
             self._replay_to(sim, target)
+            sim.set_state(sim.get_state())  # positions computed for the state itself, as after a rewind
+        return self._scratch
+
+    def _preview(self, target: int, width: int, height: int) -> Any:
+        from vla_recover.fleet.views import CAMERA, jpeg
+
+        scratch = self._scratch_at(target, "preview")
+        if isinstance(scratch, ValueError):
+            return scratch
+        render = getattr(scratch[0].unwrapped, "render_view", None)
+        if render is None:
+            return ValueError(f"preview: task {self.spec.task} has no views to render")
+        return jpeg(render(CAMERA, width, height, antialias=False))
+
+    def _recoverable(self, target: int | None) -> Any:
+        scratch = self._scratch_at(target, "recoverable")
+        if isinstance(scratch, ValueError):
+            return scratch
+        env, expert = scratch
+        sim = env.unwrapped
         expert.reset(self.step)
         while True:
             _, _, terminated, truncated, info = sim.step(expert())
@@ -245,6 +281,8 @@ def _serve(connection: Connection, spec: SimWorkerSpec, robots: list[str], waite
             if batch is None:
                 break
             connection.send([(index, cores[index].handle(request)) for index, request in batch])
+            for core in cores:
+                core.paint()
     except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the manager is gone, or closed with steps in flight
         pass
     finally:

@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -18,6 +19,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from vla_recover.console.access import PERMISSIONS, ROBOT_ACTIONS, ApiError
 from vla_recover.console.state import Console, console_of, fleet_error, json_body
 from vla_recover.console.users import User
+from vla_recover.fleet.views import SIZES, ViewFeed
 
 __all__ = ["NO_FLEET", "ROUTES"]
 
@@ -25,6 +27,7 @@ NO_FLEET: dict[str, Any] = {  # what /ws streams when the console only browses a
     "sim_time": 0.0, "ticks": 0, "finished": True, "running": False, "action_dim": 0, "robots": [], "queue": [],
     "allocation": "fifo", "control_dt": 0.0, "effort": {},
 }  # fmt: skip
+VIEW_POLL_S = 0.02  # how often a client's feed looks for new frames: a frame waits at most this long to be sent
 
 
 async def fleet_state(request: Request) -> Response:
@@ -96,6 +99,30 @@ async def view(request: Request) -> Response:
         return Response(status_code=204, headers={"Cache-Control": "no-store", "Retry-After": "1"})
     jpeg, age = frame
     return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store", "X-Frame-Age": f"{age:.3f}"})
+
+
+async def rewind_preview(request: Request) -> Response:
+    """The driven robot as a rewind of ``steps`` (absent: to its last in-distribution state) would leave it, for the
+    lease holder's rewind slider; the robot does not move."""
+    console = console_of(request)
+    user = console.caller(request, "rewind")
+    robot, raw = request.path_params["robot"], request.query_params.get("steps")
+    if not console.limiter.allow(user.name):
+        raise ApiError(429, f"{user.name}: too many requests; at most {console.limiter.rate:g} a second")
+    if raw is not None and (not raw.isdigit() or int(raw) < 1):
+        raise ApiError(422, f"steps: expected a whole number of steps >= 1, got {raw[:20]!r}")
+    steps = None if raw is None else int(raw)
+    holder, token = console.leases.get(robot, ("", ""))
+    if holder != user.name:
+        raise ApiError(403, f"only the lease holder ({holder or 'nobody'}) can preview a rewind of {robot}")
+    width, height, _ = SIZES["large"]
+    try:
+        frame = await anyio.to_thread.run_sync(
+            console.fleet().call, lambda fleet: fleet.rewind_preview(robot, token, steps, width, height)
+        )
+    except Exception as exc:
+        raise fleet_error(exc) from exc
+    return Response(frame, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
 
 
 async def stream(websocket: WebSocket) -> None:
@@ -183,7 +210,11 @@ def _action_vector(value: Any) -> np.ndarray:
 
 
 async def _serve_stream(console: Console, websocket: WebSocket, user: User) -> None:
-    """State at 10 Hz; teleop commands in (``{"type": "command", "robot": ..., "action": [...]}``)."""
+    """State at 10 Hz and the views the client watches (binary messages, vla_recover.fleet.views.ViewFeed); in:
+    teleop commands (``{"type": "command", "robot": ..., "action": [...]}``) and what to watch (``{"type": "views",
+    "views": {robot: "thumb" | "large"}}``)."""
+    board = console.runner.fleet.views if console.runner is not None else None
+    feed = ViewFeed(board) if board is not None else None
 
     async def send_state() -> None:
         while True:
@@ -191,11 +222,17 @@ async def _serve_stream(console: Console, websocket: WebSocket, user: User) -> N
             await websocket.send_json({"type": "fleet", **snapshot})
             await anyio.sleep(0.1)
 
+    async def send_views(feed: ViewFeed) -> None:
+        while True:
+            for message in feed.due():
+                await websocket.send_bytes(message)
+            await anyio.sleep(VIEW_POLL_S)
+
     async def receive_commands() -> None:
         while True:
             raw = await websocket.receive_text()
             try:
-                reply = await anyio.to_thread.run_sync(_stream_command, console, user, raw)
+                reply = await anyio.to_thread.run_sync(_stream_command, console, user, raw, feed)
             except ApiError as refusal:
                 reply = {"type": "error", "status": refusal.status_code, "error": refusal.detail}
             await websocket.send_json(reply)
@@ -208,15 +245,19 @@ async def _serve_stream(console: Console, websocket: WebSocket, user: User) -> N
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(until_closed, send_state, tasks)
         tasks.start_soon(until_closed, receive_commands, tasks)
+        if feed is not None:  # a console that only browses a store has no views
+            tasks.start_soon(until_closed, partial(send_views, feed), tasks)
 
 
-def _stream_command(console: Console, user: User, raw: str) -> dict[str, Any]:
+def _stream_command(console: Console, user: User, raw: str, feed: ViewFeed | None) -> dict[str, Any]:
     try:
         message = json.loads(raw)
     except json.JSONDecodeError:
         raise ApiError(400, "message: not valid JSON") from None
+    if isinstance(message, dict) and message.get("type") == "views":
+        return _watch(console, feed, message.get("views"))
     if not isinstance(message, dict) or message.get("type") != "command":
-        raise ApiError(400, 'message: expected {"type": "command", "robot": ..., "action": [...]}')
+        raise ApiError(400, 'message: expected {"type": "command", ...} or {"type": "views", ...}')
     if user.role not in PERMISSIONS["command"]:
         raise ApiError(403, f"{user.name} ({user.role}) may not command")
     if not console.command_limiter.allow(user.name):
@@ -232,10 +273,30 @@ def _stream_command(console: Console, user: User, raw: str) -> dict[str, Any]:
     return {"type": "ack", "robot": robot}
 
 
+def _watch(console: Console, feed: ViewFeed | None, views: Any) -> dict[str, Any]:
+    if feed is None:
+        raise ApiError(404, "views: this console runs no fleet with painted views")
+    if not isinstance(views, dict) or not all(isinstance(r, str) and isinstance(s, str) for r, s in views.items()):
+        raise ApiError(422, f"views: expected {{robot: size}}, got {str(views)[:80]}")
+    for robot in views:
+        try:
+            slot = console.fleet().fleet.slot(robot)
+        except KeyError as exc:
+            raise fleet_error(exc) from None
+        if not slot.worker.simulated:
+            raise ApiError(404, f"views.{robot}: not a sim robot; its cameras are at /api/robots/{robot}/image")
+    try:
+        feed.watch(views)
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from None
+    return {"type": "watching", "views": views}
+
+
 ROUTES: list[BaseRoute] = [
     Route("/api/fleet", fleet_state),
     Route("/api/robots/{robot}/{action}", robot_action, methods=["POST"]),
     Route("/api/robots/{robot}/image", camera),
     Route("/api/robots/{robot}/view", view),
+    Route("/api/robots/{robot}/rewind_preview", rewind_preview),
     WebSocketRoute("/ws", stream),
 ]

@@ -50,10 +50,14 @@ const thumbnails = new Map();  // robot → its <img>, kept across renders so it
 let frameStamp = 0;
 setInterval(() => { frameStamp += 1; }, 1000);
 
-// A sim robot's view, painted for people (a card's thumbnail once a second, the driven robot's ten times): each new
-// frame loads off-screen and replaces the shown one, so a frame not painted yet never blanks the picture.
+// A sim robot's view, painted for people (a card's thumbnail once a second, the driven robot's ten times), arrives
+// over the WebSocket as binary messages: a JSON header line, then the JPEG. The page says which views it watches;
+// the newest frame replaces the shown one, so a frame not painted yet never blanks the picture.
 const views = new Map();  // "robot:size" → the shown <img>
-function viewImage(robot, size, stamp) {
+const frames = new Map();  // robot → the object URL of its newest frame
+const frameAges = window.frameAges = [];  // seconds from painting to arrival, read by benchmarks/console_load.py
+let watching = "";  // the views last asked for, as sent
+function viewImage(robot, size) {
   const key = `${robot}:${size}`;
   if (!views.has(key)) {
     const img = document.createElement("img");
@@ -62,14 +66,37 @@ function viewImage(robot, size, stamp) {
     views.set(key, img);
   }
   const img = views.get(key);
-  const src = `/api/robots/${encodeURIComponent(robot)}/view?size=${size}&t=${stamp}`;
-  if (img.dataset.asked !== src) {
-    img.dataset.asked = src;
-    const loader = new Image();
-    loader.onload = () => { img.src = loader.src; };
-    loader.src = src;
-  }
+  if (frames.has(robot) && img.src !== frames.get(robot)) img.src = frames.get(robot);
   return img;
+}
+
+function showFrame(data) {
+  const bytes = new Uint8Array(data);
+  const split = bytes.indexOf(10);
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(0, split)));
+  const url = URL.createObjectURL(new Blob([bytes.subarray(split + 1)], { type: "image/jpeg" }));
+  const previous = frames.get(header.robot);
+  frames.set(header.robot, url);
+  for (const size of ["thumb", "large"]) {
+    const img = views.get(`${header.robot}:${size}`);
+    if (img) img.src = url;
+  }
+  if (previous) setTimeout(() => URL.revokeObjectURL(previous), 2000);  // after the images have decoded it
+  frameAges.push(Date.now() / 1000 - header.painted);
+  if (frameAges.length > 1000) frameAges.shift();
+}
+
+function watchViews() {  // thumbnails of the cards on the fleet page, the large view of the robot being driven
+  if (!fleet || !socket || socket.readyState !== WebSocket.OPEN) return;
+  const wanted = {};
+  if (!$("#page-fleet").hidden) for (const r of fleet.robots) if (r.view) wanted[r.robot] = "thumb";
+  const card = held && fleet.robots.find((r) => r.robot === held);
+  if (card && card.view) wanted[held] = "large";
+  const asked = JSON.stringify(wanted);
+  if (asked !== watching) {
+    watching = asked;
+    socket.send(JSON.stringify({ type: "views", views: wanted }));
+  }
 }
 
 function thumbnail(robot, camera, stamp) {
@@ -105,7 +132,7 @@ function progressChart(width, height, options = {}) {
   };
 }
 
-const sparklines = new Map();  // robot → [element, uPlot]: kept across renders, fed the latest curve
+const sparklines = window.sparklines = new Map();  // robot → [element, uPlot]: kept across renders, fed the latest curve
 function sparkline(robot, curve, width = 220, height = 44) {
   if (!charting) return document.createTextNode("");
   let entry = sparklines.get(robot);
@@ -171,8 +198,8 @@ function renderCards() {
       <div class="alerts">${r.alerts.map((a) => `<span>${a.replaceAll("_", " ")}</span>`).join("")}</div>
       <div class="buttons"></div>`;
     card.querySelector(".instruction").textContent = r.instruction;  // text, never markup
-    if (r.cameras.length) card.insertBefore(thumbnail(r.robot, r.cameras[0], frameStamp), card.querySelector(".bar"));
-    else if (r.view) card.insertBefore(viewImage(r.robot, "thumb", frameStamp), card.querySelector(".bar"));
+    if (r.view) card.insertBefore(viewImage(r.robot, "thumb"), card.querySelector(".bar"));  // painted for people
+    else if (r.cameras.length) card.insertBefore(thumbnail(r.robot, r.cameras[0], frameStamp), card.querySelector(".bar"));
     if (r.curve.length > 1) card.querySelector(".bar").replaceWith(sparkline(r.robot, r.curve));
     const buttons = card.querySelector(".buttons");
     if (["floor", "admin"].includes(me.role)) {
@@ -210,7 +237,7 @@ function renderTeleop() {
     : "You hold no robot. Take one over from the queue.";
   if (held && card && card.state !== "teleop" && card.state !== "rewinding") held = null;
   const images = $("#teleop-images");
-  const shown = card ? [...(card.view ? [viewImage(card.robot, "large", teleopViewStamp)] : []),
+  const shown = card ? [...(card.view ? [viewImage(card.robot, "large")] : []),
     ...card.cameras.map((c) => thumbnail(card.robot, c, teleopStamp))] : [];
   images.replaceChildren(...shown);
   $("#teleop-curve").replaceChildren(...(card && card.curve.length > 1 ? [sparkline(`teleop:${card.robot}`, card.curve, 480, 120)] : []));
@@ -221,21 +248,19 @@ function renderTeleop() {
 }
 let teleopStamp = 0;
 setInterval(() => { teleopStamp += 1; }, 200);  // the task's cameras for the driver: five frames a second
-let teleopViewStamp = 0;
-setInterval(() => {  // the driver's view: ten frames a second (the page itself re-renders with each fleet update)
-  teleopViewStamp += 1;
-  if (held && views.has(`${held}:large`)) viewImage(held, "large", teleopViewStamp);
-}, 100);
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   socket = new WebSocket(`${scheme}://${location.host}/ws`);
+  socket.binaryType = "arraybuffer";
+  watching = "";  // a new connection watches nothing until told
   socket.onmessage = (event) => {
+    if (event.data instanceof ArrayBuffer) { showFrame(event.data); return; }
     const message = JSON.parse(event.data);
     if (message.type === "fleet") {
       fleet = message;
       const started = performance.now();
-      renderCards(); renderQueue(); renderTeleop();
+      renderCards(); renderQueue(); renderTeleop(); watchViews();
       renderTimes.push(performance.now() - started);  // read by benchmarks/console_load.py
       if (renderTimes.length > 1000) renderTimes.shift();
       status(fleet.running
@@ -502,7 +527,32 @@ $("#rewind-steps").addEventListener("input", (e) => {
   const seconds = fleet ? ` (${(e.target.value * fleet.control_dt).toFixed(1)} s)` : "";
   $("#rewind-value").textContent = `${e.target.value}${seconds}`;
 });
-$("#rewind").addEventListener("click", () => held && act(held, "rewind", { steps: Number($("#rewind-steps").value) }));
+// where a rewind would land, rendered beside the robot (which does not move) while the slider is dragged
+let previewTimer = null;
+let previewUrl = null;
+function previewRewind(steps) {
+  clearTimeout(previewTimer);
+  previewTimer = setTimeout(async () => {
+    if (!held) return;
+    const query = steps === null ? "" : `?steps=${steps}`;
+    const response = await fetch(`/api/robots/${encodeURIComponent(held)}/rewind_preview${query}`);
+    if (!response.ok) { notice(`preview: ${(await response.json().catch(() => ({}))).error || response.status}`); return; }
+    if (previewUrl) URL.revokeObjectURL(previewUrl);
+    previewUrl = URL.createObjectURL(await response.blob());
+    const img = $("#rewind-preview");
+    img.src = previewUrl;
+    img.hidden = false;
+    $("#rewind-preview-caption").textContent = steps === null
+      ? "where Rewind to in-distribution lands" : `${steps} steps back, where Rewind lands`;
+  }, 120);
+}
+$("#rewind-steps").addEventListener("input", (e) => previewRewind(Number(e.target.value)));
+$("#rewind-best").addEventListener("mouseenter", () => previewRewind(null));
+$("#rewind").addEventListener("click", () => {
+  $("#rewind-preview").hidden = true;
+  $("#rewind-preview-caption").textContent = "";
+  if (held) act(held, "rewind", { steps: Number($("#rewind-steps").value) });
+});
 $("#rewind-best").addEventListener("click", () => held && act(held, "rewind", { steps: null }));
 $("#release").addEventListener("click", () => held && act(held, "release"));
 $("#correction-done").addEventListener("click", () => held && act(held, "release", { correction_done: true }));
