@@ -10,8 +10,8 @@ takes to render each update. The sim workers are separate processes and not coun
 quickstart's architecture: configs/loop/quickstart.yaml's base_train) and measured twice in one sitting, with nobody
 watching and with the clients watching over their WebSockets (every robot's 128 x 96 thumbnail; one client, a
 teleoperator driving the first robot with commands at 20 Hz, its 320 x 240 view): the fleet's real-time factor both
-ways, and the driven view's frame rate and frame age (from painting to arrival at the client); ``--constant`` runs the fleet on a constant action instead, to
-tell the views' cost from the policy's. Goals: >= 10 frames/s, p99 age < 200 ms, real-time factor >= 0.95.
+ways, and the driven view's frame rate and frame age (from painting to arrival at the client). ``--constant`` runs
+the fleet on a constant action instead, to tell the views' cost from the policy's. Goals: >= 10 frames/s, p99 age < 200 ms, real-time factor >= 0.95.
 Last line: one JSON object.
 
     python benchmarks/console_load.py [--robots 12] [--clients 4] [--seconds 10]
@@ -248,9 +248,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.views:
-            from fleet_throughput import small_policy
-
             import yaml
+            from fleet_throughput import small_policy
 
             recipe = yaml.safe_load((ROOT / "configs/loop/quickstart.yaml").read_text())["base_train"]
             policy = (
