@@ -11,8 +11,8 @@ quickstart's architecture: configs/loop/quickstart.yaml's base_train) and measur
 watching and with the clients watching over their WebSockets (every robot's 128 x 96 thumbnail; one client, a
 teleoperator driving the first robot with commands at 20 Hz, its 320 x 240 view): the fleet's real-time factor both
 ways, and the driven view's frame rate and frame age (from painting to arrival at the client). ``--constant`` runs
-the fleet on a constant action instead, to tell the views' cost from the policy's. Goals: >= 10 frames/s, p99 age < 200 ms, real-time factor >= 0.95.
-Last line: one JSON object.
+the fleet on a constant action instead, to tell the views' cost from the policy's. Goals: >= 10 frames/s, p99 age
+< 200 ms, real-time factor >= 0.95. Last line: one JSON object.
 
     python benchmarks/console_load.py [--robots 12] [--clients 4] [--seconds 10]
     python benchmarks/console_load.py --views --robots 8 --clients 4 [--constant]
