@@ -461,6 +461,10 @@ def test_loop_runs_with_their_rounds_and_plots(tmp_path: Path) -> None:
     with viewer.websocket_connect("/ws", headers={"origin": ORIGIN}) as socket:
         update = socket.receive_json()
         assert socket.receive_json()["type"] == "fleet"  # the stream stays open, though no views can be watched
+        socket.send_json({"type": "views", "views": {}})
+        assert _reply(socket) == {"type": "watching", "views": {}}
+        socket.send_json({"type": "views", "views": {"sim00": "thumb"}})
+        assert _reply(socket)["error"] == "views: this console runs no fleet with painted views"
     assert update["running"] is False and update["robots"] == [] and update["queue"] == []
     assert viewer.get("/api/episodes").json()["error"].startswith("no store")
 

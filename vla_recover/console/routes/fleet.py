@@ -274,10 +274,12 @@ def _stream_command(console: Console, user: User, raw: str, feed: ViewFeed | Non
 
 
 def _watch(console: Console, feed: ViewFeed | None, views: Any) -> dict[str, Any]:
-    if feed is None:
-        raise ApiError(404, "views: this console runs no fleet with painted views")
     if not isinstance(views, dict) or not all(isinstance(r, str) and isinstance(s, str) for r, s in views.items()):
         raise ApiError(422, f"views: expected {{robot: size}}, got {str(views)[:80]}")
+    if feed is None:
+        if views:
+            raise ApiError(404, "views: this console runs no fleet with painted views")
+        return {"type": "watching", "views": {}}
     for robot in views:
         try:
             slot = console.fleet().fleet.slot(robot)

@@ -87,7 +87,7 @@ function showFrame(data) {
 }
 
 function watchViews() {  // thumbnails of the cards on the fleet page, the large view of the robot being driven
-  if (!fleet || !socket || socket.readyState !== WebSocket.OPEN) return;
+  if (!fleet || !fleet.running || !socket || socket.readyState !== WebSocket.OPEN) return;
   const wanted = {};
   if (!$("#page-fleet").hidden) for (const r of fleet.robots) if (r.view) wanted[r.robot] = "thumb";
   const card = held && fleet.robots.find((r) => r.robot === held);
