@@ -141,6 +141,7 @@ def _write_from_threads_to_readers_in_this_process(config: str, seconds: float, 
     received.value = count[0]  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # 6 to 45 s to wind down on two busy cores (below): a reliability trial, not a quick check
 def test_writes_racing_callbacks_in_one_process_do_not_deadlock() -> None:
     context = mp.get_context("spawn")
     received = context.Value("i", 0)
