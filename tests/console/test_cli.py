@@ -92,6 +92,7 @@ def test_the_console_serves_a_running_fleet(tmp_path: Path) -> None:
         assert later["sim_time"] - first["sim_time"] < 2.0
 
 
+@pytest.mark.slow  # a console, a fleet and a stand-in arm process on one DDS graph: 15 s on two cores
 def test_the_console_serves_the_fleet_of_sim_fake_and_ros2_arms(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

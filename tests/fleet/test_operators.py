@@ -71,6 +71,7 @@ def test_a_floor_operator_away_resetting_a_robot_sees_a_failure_only_when_back()
     assert console.calls == [(1.0, "request", "a"), (3.0, "request", "b")]  # b seen at 0.5 s, asked when free
 
 
+@pytest.mark.slow  # whole episodes through the simulated operators: 10 s on two cores
 def test_automatic_resets_take_no_operator_time(tmp_path: Path) -> None:
     calm = {"task_config": {"horizon": 80}, "teleoperator": {"enabled": False}}  # no failures: only resets to do
     summary = build_fleet(_config(tmp_path, floor_operator={"resets": "automatic"}, **calm)).run()
@@ -294,6 +295,7 @@ def test_rohe_is_output_per_robot_over_effort_per_human_and_undefined_without_ro
     assert return_on_human_effort(3, 0, humans=1, robots=0) is None
 
 
+@pytest.mark.slow  # whole episodes of two robots through the simulated operators: 10 s on two cores
 def test_a_teleoperator_handing_a_robot_back_takes_the_next_only_after_the_hand_back(tmp_path: Path) -> None:
     from vla_recover.data import EpisodeStore
 

@@ -163,6 +163,7 @@ def test_serve_checks_the_policy_fits_the_joints_and_runs(policy_dir: Path, tmp_
     assert result.exit_code == 2 and "safety.command" in result.output
 
 
+@pytest.mark.slow  # an arm process on a DDS graph with its faults played through: 10 s on two cores
 def test_a_ros2_arm_is_a_robot_over_the_graph() -> None:
     from vla_recover.hardware.robot import RobotError
     from vla_recover.ros2.arm import Ros2Arm
