@@ -110,7 +110,7 @@ class ViewFeed:
             if size not in SIZES:
                 raise ValueError(f"views.{robot}: got size {size!r}; valid sizes: {', '.join(SIZES)}")
         self.watching = dict(sizes)
-        self._renewed = {robot: 0.0 for robot in sizes if robot in self._renewed}  # a new size is asked for at once
+        self._renewed = {}  # every view asked for at once, a new size included
 
     def due(self) -> list[bytes]:
         """The messages to send now: a frame of each watched robot painted since the last sent and due at its rate."""

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from vla_recover.console.access import PERMISSIONS, ROBOT_ACTIONS, ApiError
+from vla_recover.console.access import PERMISSIONS, ROBOT_ACTIONS, ApiError, RateLimiter
 from vla_recover.console.state import Console, console_of, fleet_error, json_body
 from vla_recover.console.users import User
 from vla_recover.fleet.views import SIZES, ViewFeed
@@ -42,9 +42,7 @@ async def robot_action(request: Request) -> Response:
     if action not in ROBOT_ACTIONS:
         raise ApiError(404, f"no action {action!r} (one of {', '.join(ROBOT_ACTIONS)})")
     user = console.caller(request, action, state_changing=True)
-    limiter = console.command_limiter if action == "command" else console.limiter
-    if not limiter.allow(user.name):
-        raise ApiError(429, f"{user.name}: too many requests; at most {limiter.rate:g} a second")
+    _within_rate(console.command_limiter if action == "command" else console.limiter, user)
     body = await json_body(request)
     call = _operation(console, user, robot, action, body)
     try:  # on a worker thread: the event loop keeps serving while the control thread gets to it
@@ -107,14 +105,11 @@ async def rewind_preview(request: Request) -> Response:
     console = console_of(request)
     user = console.caller(request, "rewind")
     robot, raw = request.path_params["robot"], request.query_params.get("steps")
-    if not console.limiter.allow(user.name):
-        raise ApiError(429, f"{user.name}: too many requests; at most {console.limiter.rate:g} a second")
+    _within_rate(console.limiter, user)
     if raw is not None and (not raw.isdigit() or int(raw) < 1):
         raise ApiError(422, f"steps: expected a whole number of steps >= 1, got {raw[:20]!r}")
     steps = None if raw is None else int(raw)
-    holder, token = console.leases.get(robot, ("", ""))
-    if holder != user.name:
-        raise ApiError(403, f"only the lease holder ({holder or 'nobody'}) can preview a rewind of {robot}")
+    token = _lease_token(console, user.name, robot, "preview a rewind of")
     width, height, _ = SIZES["large"]
     try:
         frame = await anyio.to_thread.run_sync(
@@ -172,9 +167,7 @@ def _operation(console: Console, user: User, robot: str, action: str, body: dict
             return {"lease_expires_s": round(lease.expires - fleet.now(), 2)}
 
         return grant
-    holder, token = console.leases.get(robot, ("", ""))
-    if holder != name:
-        raise ApiError(403, f"only the lease holder ({holder or 'nobody'}) can {action} {robot}")
+    token = _lease_token(console, name, robot, action)
     if action == "command":
         vector = _action_vector(body.get("action"))
 
@@ -199,6 +192,19 @@ def _operation(console: Console, user: User, robot: str, action: str, body: dict
             fleet.event("correction_done", name, {}, robot)
 
     return release
+
+
+def _within_rate(limiter: RateLimiter, user: User) -> None:
+    if not limiter.allow(user.name):
+        raise ApiError(429, f"{user.name}: too many requests; at most {limiter.rate:g} a second")
+
+
+def _lease_token(console: Console, name: str, robot: str, action: str) -> str:
+    """The lease token of ``robot`` when ``name`` holds it; a 403 naming the holder otherwise."""
+    holder, token = console.leases.get(robot, ("", ""))
+    if holder != name:
+        raise ApiError(403, f"only the lease holder ({holder or 'nobody'}) can {action} {robot}")
+    return token
 
 
 def _action_vector(value: Any) -> np.ndarray:
