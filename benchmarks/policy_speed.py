@@ -3,10 +3,12 @@
 In one run on the same CPU: our diffusion policy (DDIM, 10 steps), our flow policy (4 Euler steps) and LeRobot
 0.4.4's DiffusionPolicy at the same size (state only, same UNet widths, horizon and observation steps), the last in
 the separate LeRobot venv (``bash scripts/install_lerobot_venv.sh``). Ours train with the trainer's optimizer. The
-policies are measured eager and again after ``compile_backbone`` (the compile runs in the warm-up steps).
+policies are measured eager and again after ``compile_backbone`` (the compile runs in the warm-up steps); chunk
+latency also as evaluation and the fleet sample, through traced networks (``traced_chunk_latency_ms``).
 Last line: one JSON object.
 
     python benchmarks/policy_speed.py [--train-steps 30] [--batch 256] [--threads 2] [--no-compile]
+                                      [--down-dims 64 128 256] [--state-dim 26]
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ def measure_ours(name: str, args: argparse.Namespace, inference_steps: int) -> d
         "train_samples_per_s": measure_training(policy, args),
         "chunk_latency_ms": measure_latency(policy, args),
     }
+    traced = copy.deepcopy(policy).eval()
+    traced.trace_networks()  # as evaluation, the fleet and the robot node sample
+    row["traced_chunk_latency_ms"] = measure_latency(traced, args)
     if args.compile:  # training and inference compile apart, as they run in different processes
         inference_policy = copy.deepcopy(policy)
         policy.compile_backbone()
@@ -116,9 +121,10 @@ def main() -> None:
     parser.add_argument("--inference-repeats", type=int, default=30)
     parser.add_argument("--no-compile", dest="compile", action="store_false", help="measure eager only")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--down-dims", type=int, nargs="+", default=[64, 128, 256], help="the U-Net's widths")
+    parser.add_argument("--state-dim", type=int, default=26)
     args = parser.parse_args()
-    args.state_dim, args.action_dim, args.horizon, args.obs_steps, args.action_exec = 26, 5, 16, 2, 8
-    args.down_dims = [64, 128, 256]
+    args.action_dim, args.horizon, args.obs_steps, args.action_exec = 5, 16, 2, 8
     args.inference_batches = [1, 12]
     torch.set_num_threads(args.threads)
 

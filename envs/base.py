@@ -147,7 +147,7 @@ class MujocoTaskEnv(Task):
         self.data = mujoco.MjData(self.model)
         self._substeps = round(1.0 / (self.CONTROL_HZ * self.model.opt.timestep))
         self._injector = FailureInjector(self.config.failures, self.PHASES)
-        self._renderers: dict[tuple[int, int, bool], mujoco.Renderer] = {}  # (width, height, antialias) → renderer
+        self._renderers: dict[tuple[int, int, bool, bool, bool], mujoco.Renderer] = {}  # by render_view's arguments
         self._step = 0
         self._task: dict[str, Any] = {}
         self._status = TaskStatus(0, 0.0, False)
@@ -357,15 +357,25 @@ class MujocoTaskEnv(Task):
     def _render_camera(self, camera: str, size: int) -> np.ndarray:
         return self.render_view(camera, size, size)
 
-    def render_view(self, camera: str, width: int, height: int, antialias: bool = True) -> np.ndarray:
-        """``camera`` at ``width`` × ``height``: the observation's cameras, and views for people (the console, which
-        skips antialiasing: multisampling takes about 40% of a software-rendered frame's time)."""
-        renderer = self._renderers.get((width, height, antialias))
+    def render_view(
+        self,
+        camera: str,
+        width: int,
+        height: int,
+        antialias: bool = True,
+        shadows: bool = True,
+        reflections: bool = True,
+    ) -> np.ndarray:
+        """``camera`` at ``width`` × ``height``: the observation's cameras (everything on), and views for people (the
+        console turns off what a software renderer pays most for: multisampling about 40% of a frame, shadows half of
+        what is left, the floor's reflections a further third)."""
+        key = (width, height, antialias, shadows, reflections)
+        renderer = self._renderers.get(key)
         if renderer is None:
             quality, samples = self.model.vis.quality, self.model.vis.quality.offsamples
             try:
                 quality.offsamples = samples if antialias else 0  # read once, when the renderer's context is made
-                renderer = self._renderers[(width, height, antialias)] = mujoco.Renderer(self.model, height, width)
+                renderer = self._renderers[key] = mujoco.Renderer(self.model, height, width)
             except mujoco.FatalError as exc:
                 raise RuntimeError(
                     f"cannot render camera {camera!r}: no OpenGL context ({exc}). MuJoCo picks its backend when "
@@ -374,6 +384,8 @@ class MujocoTaskEnv(Task):
                 ) from exc
             finally:
                 quality.offsamples = samples
+            renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = shadows  # kept by every later update_scene
+            renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = reflections
         renderer.update_scene(self.data, camera=camera)
         return renderer.render()
 

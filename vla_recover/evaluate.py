@@ -94,6 +94,7 @@ def evaluate_policy(
     keys = ([cfg.state_key] if cfg.state_key else []) + list(cfg.image_keys)
     config = _task_config_for(policy, task_config)
     check_policy_fits_task(policy, name, config)
+    policy.trace_networks()  # as the fleet samples (vla_recover.fleet.inference)
     outcomes, lengths = [], []
     counts = _ActionCounts()
     for lo in range(0, len(seeds), batch):

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fleet.test_fleet import fleet_config, tick_until
 from vla_recover.fleet import FleetManager, SlotState
-from vla_recover.fleet.views import ViewBoard, ViewFeed, jpeg
+from vla_recover.fleet.views import ViewBoard, ViewFeed, ViewPainter, jpeg
 from vla_recover.teleop.devices import ScriptedDevice
 
 
@@ -94,3 +94,56 @@ def test_a_rewind_preview_shows_where_the_rewind_lands_without_moving_the_robot(
         assert slot.worker.call("preview", here - 8, 320, 240) == back  # the very state the preview showed
     finally:
         fleet.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Scene:
+    """Stands in for a task: counts its renders, each a plain frame."""
+
+    def __init__(self) -> None:
+        self.unwrapped, self.renders = self, 0
+
+    def render_view(self, camera: str, width: int, height: int, **look: bool) -> np.ndarray:
+        self.renders += 1
+        return np.full((height, width, 3), 90, np.uint8)
+
+
+def test_the_painter_keeps_the_views_rate_in_wall_time_whatever_the_fleets_pace(tmp_path: Path) -> None:
+    """A fleet stepping at 0.95 of real time (52.6 ms a step, control period 50 ms) still gets ten frames a second
+    of the large view, one of a thumbnail; a reset shows at once; after a pause the schedule starts again."""
+    ViewBoard(tmp_path).want("sim00", "large")
+    clock, scene = _Clock(), _Scene()
+    painter = ViewPainter(tmp_path, "sim00", control_dt=0.05, clock=clock)
+    painted = []
+    for _ in range(190):  # 10 wall seconds
+        clock.now += 0.05 / 0.95
+        if painter.after_steps(scene, 1):
+            painted.append(clock.now)
+    assert len(painted) == 100  # ten a second, where frames every second step would make 95
+    gaps = np.diff(painted)
+    assert gaps.min() > 0.05 and gaps.max() < 0.11  # at step boundaries, no burst, no long hole
+
+    clock.now += 0.02
+    assert painter.after_steps(scene, ViewPainter.JUMP)  # a reset, 20 ms after the last frame
+    clock.now += 30.0  # paused; the want is renewed, as a watching page does
+    ViewBoard(tmp_path).want("sim00", "large")
+    renders = scene.renders
+    for _ in range(10):
+        clock.now += 0.05
+        painter.after_steps(scene, 1)
+    assert scene.renders - renders == 5  # no catching up on the pause: every other step, as the rate asks
+
+    (tmp_path / "sim00.want").unlink()
+    ViewBoard(tmp_path).want("sim00", "thumb")
+    renders = scene.renders
+    for _ in range(200):
+        clock.now += 0.05
+        painter.after_steps(scene, 1)
+    assert scene.renders - renders == 10  # a thumbnail: one frame a second

@@ -2,13 +2,14 @@
 
 `FleetManager` is not thread-safe, and it does not need to be: web requests never touch it directly. Each request
 hands a function to `FleetRunner.call`, which the control thread runs between two ticks and whose result (or
-exception) comes back to the request. After every tick the thread publishes a plain-data snapshot of the fleet
-that any thread may read.
+exception) comes back to the request. Ten times a second, and after the calls that ask for it, the thread publishes
+a plain-data snapshot of the fleet that any thread may read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import queue
@@ -43,6 +44,8 @@ def _alerts(slot: Any, curve: list[float]) -> list[str]:
     return alerts
 
 
+# how often the control thread publishes a snapshot between calls: as often as pages receive one (routes/fleet.py)
+PUBLISH_EVERY_S = 0.1
 CURVE_STEPS = 200  # the latest steps of each robot's progress curve sent with every update (its sparkline)
 # how urgently a robot needs a person, most urgent first: the fleet page shows these robots first
 ATTENTION = ("waiting_for_human", "reset_the_scene", "failure_predicted", "stall", "fault", "estopped")
@@ -114,36 +117,53 @@ class FleetRunner:
     def __init__(self, fleet: Any, realtime: bool = True) -> None:
         self.fleet = fleet
         self.realtime = realtime
-        self._calls: queue.SimpleQueue[tuple[Callable[[Any], Any], Future[Any]]] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[tuple[Callable[[Any], Any], Future[Any], bool]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._snapshot: dict[str, Any] = {}
+        self._published = 0.0  # monotonic time of the last snapshot
+        self._message: tuple[dict[str, Any], str] | None = None  # a snapshot and its WebSocket message
 
     def start(self) -> None:
         self.fleet.start()
-        self._snapshot = fleet_snapshot(self.fleet)
+        self._publish()
         self._thread = threading.Thread(target=self._run, name="fleet-control", daemon=True)
         self._thread.start()
 
     def snapshot(self) -> dict[str, Any]:
         return self._snapshot
 
-    def call(self, function: Callable[[Any], Any], timeout: float = 10.0) -> Any:
-        """``function(fleet)`` on the control thread, between ticks; its result, or its exception raised here."""
+    def snapshot_message(self) -> str:
+        """The snapshot as the WebSocket's ``fleet`` message, encoded once however many pages read it."""
+        snapshot, message = self._snapshot, self._message
+        if message is None or message[0] is not snapshot:
+            message = self._message = (snapshot, json.dumps({"type": "fleet", **snapshot}, separators=(",", ":")))
+        return message[1]
+
+    def call(self, function: Callable[[Any], Any], timeout: float = 10.0, publish: bool = True) -> Any:
+        """``function(fleet)`` on the control thread, between ticks; its result, or its exception raised here.
+        ``publish``: the snapshot shows its effect by the time it returns (a teleop command, 20 a second, does not
+        need that: the next regular snapshot shows it)."""
         if self._thread is None or not self._thread.is_alive():
             raise RuntimeError("the fleet is not running")
         future: Future[Any] = Future()
-        self._calls.put((function, future))
+        self._calls.put((function, future, publish))
         return future.result(timeout)
 
+    def _publish(self) -> None:
+        self._snapshot = fleet_snapshot(self.fleet)
+        self._published = time.monotonic()
+
     def _run_calls(self) -> None:
-        """Run the queued calls, publish the state they left, then answer them (so a caller sees its effect)."""
+        """Run the queued calls, publish the state they left where a caller asked to see it, then answer them."""
         answers: list[tuple[Future[Any], Any, Exception | None]] = []
+        publish = False
         while True:
             try:
-                function, future = self._calls.get_nowait()
+                function, future, wants_snapshot = self._calls.get_nowait()
             except queue.Empty:
                 break
+            publish = publish or wants_snapshot
             try:
                 answers.append((future, function(self.fleet), None))
             except Exception as exc:  # the caller gets it; the control loop goes on
@@ -152,7 +172,8 @@ class FleetRunner:
             return
         with contextlib.suppress(Exception):  # a failed write surfaces in the next tick, which stops the fleet
             self.fleet.recorder.sync()  # what the calls logged is in the store when their callers hear back
-        self._snapshot = fleet_snapshot(self.fleet)
+        if publish:
+            self._publish()
         for future, result, error in answers:
             if error is None:
                 future.set_result(result)
@@ -169,7 +190,8 @@ class FleetRunner:
                 except Exception:
                     log.exception("fleet tick failed; the fleet stops")
                     self._stop.set()
-            self._snapshot = fleet_snapshot(self.fleet)
+            if time.monotonic() - self._published >= PUBLISH_EVERY_S or self.fleet.finished:
+                self._publish()
             next_tick += self.fleet.dt if self.realtime else 0.0
             pause = next_tick - time.monotonic()
             if pause > 0:

@@ -69,6 +69,8 @@ class PolicyChunks:
         self.policy, self.embedder = loaded or checkpoint.load()
         if compile_backbone:
             self.policy.compile_backbone()
+        else:  # as evaluation samples (vla_recover.evaluate), so the fleet runs the policy as it is judged
+            self.policy.trace_networks()
         cfg = self.policy.config
         self.obs_horizon, self.action_exec, self.action_horizon = cfg.obs_horizon, cfg.action_exec, cfg.action_horizon
         self._policy_keys = ([cfg.state_key] if cfg.state_key else []) + list(cfg.image_keys)

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from vla_recover.fleet.views import ViewPainter, paint
+
 __all__ = ["EPISODE_OVER", "SimWorkerCore", "SimWorkerSpec", "Worker", "WorkerDied", "WorkerHandle", "WorkerProcess"]
 
 
@@ -121,7 +123,6 @@ class SimWorkerCore:
         import torch
 
         from vla_recover.envs import control_period, make_expert, make_task
-        from vla_recover.fleet.views import ViewPainter
 
         torch.set_num_threads(1)
         self.spec = spec
@@ -143,8 +144,8 @@ class SimWorkerCore:
         """The reply to ``request``; an exception instance (not raised) when the request is wrong."""
         if request[0] == "step":
             self._moved += 1
-        elif request[0] in ("reset", "rewind_to"):  # a jump: a frame's worth of change
-            self._moved += 1_000
+        elif request[0] in ("reset", "rewind_to"):  # a jump: shown at once
+            self._moved += ViewPainter.JUMP
         return self._handle(request)
 
     def paint(self) -> None:
@@ -227,15 +228,11 @@ class SimWorkerCore:
         return self._scratch
 
     def _preview(self, target: int, width: int, height: int) -> Any:
-        from vla_recover.fleet.views import CAMERA, jpeg
-
         scratch = self._scratch_at(target, "preview")
         if isinstance(scratch, ValueError):
             return scratch
-        render = getattr(scratch[0].unwrapped, "render_view", None)
-        if render is None:
-            return ValueError(f"preview: task {self.spec.task} has no views to render")
-        return jpeg(render(CAMERA, width, height, antialias=False))
+        frame = paint(scratch[0], width, height)
+        return frame if frame is not None else ValueError(f"preview: task {self.spec.task} has no views to render")
 
     def _recoverable(self, target: int | None) -> Any:
         scratch = self._scratch_at(target, "recoverable")

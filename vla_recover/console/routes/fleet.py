@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from vla_recover.console.access import PERMISSIONS, ROBOT_ACTIONS, ApiError, RateLimiter
+from vla_recover.console.runner import PUBLISH_EVERY_S
 from vla_recover.console.state import Console, console_of, fleet_error, json_body
 from vla_recover.console.users import User
 from vla_recover.fleet.views import SIZES, ViewFeed
@@ -216,17 +217,19 @@ def _action_vector(value: Any) -> np.ndarray:
 
 
 async def _serve_stream(console: Console, websocket: WebSocket, user: User) -> None:
-    """State at 10 Hz and the views the client watches (binary messages, vla_recover.fleet.views.ViewFeed); in:
-    teleop commands (``{"type": "command", "robot": ..., "action": [...]}``) and what to watch (``{"type": "views",
+    """State ten times a second and the views the client watches (binary messages, vla_recover.fleet.views.ViewFeed);
+    in: teleop commands (``{"type": "command", "robot": ..., "action": [...]}``) and what to watch (``{"type": "views",
     "views": {robot: "thumb" | "large"}}``)."""
     board = console.runner.fleet.views if console.runner is not None else None
     feed = ViewFeed(board) if board is not None else None
 
     async def send_state() -> None:
         while True:
-            snapshot = console.runner.snapshot() if console.runner is not None else NO_FLEET
-            await websocket.send_json({"type": "fleet", **snapshot})
-            await anyio.sleep(0.1)
+            if console.runner is not None:
+                await websocket.send_text(console.runner.snapshot_message())
+            else:
+                await websocket.send_json({"type": "fleet", **NO_FLEET})
+            await anyio.sleep(PUBLISH_EVERY_S)
 
     async def send_views(feed: ViewFeed) -> None:
         while True:
@@ -273,7 +276,7 @@ def _stream_command(console: Console, user: User, raw: str, feed: ViewFeed | Non
         raise ApiError(422, "robot: expected a robot name")
     call = _operation(console, user, robot, "command", message)
     try:
-        console.fleet().call(call)
+        console.fleet().call(call, publish=False)
     except Exception as exc:
         raise fleet_error(exc) from exc
     return {"type": "ack", "robot": robot}
