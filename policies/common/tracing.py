@@ -1,12 +1,12 @@
 """Sampling through TorchScript traces of a policy's generators: the same weights, without Python's overhead.
 
 A small denoising network's pass on the CPU is mostly Python: the quickstart's 1-D U-Net makes ~180 module calls a
-pass, 7.0 ms eager against 2.9 ms traced at batch 1 (12.4 against 8.4 ms at batch 8; `benchmarks/policy_speed.py`
-``--traced``). Sampling runs the network ``inference_steps`` times a chunk, so the fleet's control loop, evaluation
-and the robot node all plan faster on the trace. ``torch.compile`` removes the overhead too, but on two cores it
-takes 70 to 115 s per batch shape and compiles again for each new one, where a trace takes milliseconds and serves
-every batch size; TorchScript is in maintenance in PyTorch, so the choice is revisited when ``torch.export``'s
-runtime is as fast.
+pass. Traced, its flow policy plans a chunk in 13.5 ms instead of 31 at batch 1, 42 instead of 60 at batch 12
+(`python benchmarks/policy_speed.py --down-dims 32 64 128 --state-dim 19 --threads 1 --no-compile`), so the fleet's
+control loop, evaluation and the robot node plan faster on the trace. ``torch.compile`` removes the overhead too,
+but compiles for a minute or more per batch shape on a small CPU and again for each new one (the fleet's batches
+change size every tick), where a trace takes milliseconds and serves every batch size. TorchScript is in
+maintenance in PyTorch: the choice is revisited when ``torch.export``'s runtime is as fast.
 
 A trace is made at a network's first call, from that call's own inputs (so their dtypes and shapes are the real
 ones), and kept only if it reproduces the eager network on a batch of another size; otherwise the network stays

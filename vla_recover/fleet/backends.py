@@ -99,7 +99,7 @@ def sim_workers(config: SimRobotsConfig, names: list[str], context: SlotContext)
         from vla_recover.fleet.ray_backend import RayWorkerHandle, init_ray
 
         init_ray(fleet.ray_address)
-        return [RayWorkerHandle(context.spec, f"fleet-{name}") for name in names]
+        return [RayWorkerHandle(context.spec, f"fleet-{name}", robot=name) for name in names]
     workers: list[Worker] = []
     per_process = fleet.robots_per_process
     for first in range(0, len(names), per_process):

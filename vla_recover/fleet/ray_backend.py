@@ -1,7 +1,10 @@
 """Sim workers as Ray actors (``backend: ray``), so one fleet can span the machines of a Ray cluster.
 
 Same requests and replies as the process backend (the actor wraps the same `SimWorkerCore`); a dead actor surfaces
-as `WorkerDied`, so the fleet's fault handling is unchanged. Needs the ``ray`` extra.
+as `WorkerDied`, so the fleet's fault handling is unchanged. An actor paints its robot's view for the console as a
+worker process does, after its reply (`vla_recover.fleet.views`), where it shares the fleet's view folder: on the
+console's machine, or on another with that folder on a shared filesystem (elsewhere it finds no view wanted and
+paints nothing). Needs the ``ray`` extra.
 """
 
 from __future__ import annotations
@@ -30,11 +33,14 @@ def init_ray(address: str | None) -> None:
 
 
 class _SimWorkerActor:
-    def __init__(self, spec: SimWorkerSpec) -> None:
-        self.core = SimWorkerCore(spec)
+    def __init__(self, spec: SimWorkerSpec, robot: str) -> None:
+        self.core = SimWorkerCore(spec, robot)
 
     def handle(self, request: tuple[Any, ...]) -> Any:
         return self.core.handle(request)
+
+    def paint(self) -> None:
+        self.core.paint()
 
 
 class RayWorkerHandle(Worker):
@@ -42,15 +48,16 @@ class RayWorkerHandle(Worker):
 
     simulated = True
 
-    def __init__(self, spec: SimWorkerSpec, name: str) -> None:
-        self.spec, self.name = spec, name
+    def __init__(self, spec: SimWorkerSpec, name: str, robot: str = "") -> None:
+        """``name``: the actor's, in logs and errors; ``robot``: the robot it simulates (its view's name)."""
+        self.spec, self.name, self.robot = spec, name, robot
         self._actor: Any = None
         self._pending: Any = None
         self.start()
 
     def start(self) -> None:
         ray = _ray()
-        self._actor = ray.remote(num_cpus=0.5, max_restarts=0)(_SimWorkerActor).remote(self.spec)
+        self._actor = ray.remote(num_cpus=0.5, max_restarts=0)(_SimWorkerActor).remote(self.spec, self.robot)
         self._pending = None
 
     @property
@@ -61,6 +68,8 @@ class RayWorkerHandle(Worker):
         if self._actor is None:
             raise WorkerDied(f"{self.name}: closed")
         self._pending = self._actor.handle.remote(request)
+        if self.spec.views and self.robot:  # after the reply, in the actor's order: the fleet does not wait for it
+            self._actor.paint.remote()
 
     def _reply(self, timeout: float) -> Any:
         ray = _ray()

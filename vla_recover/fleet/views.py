@@ -8,7 +8,8 @@ most for) and replaces the robot's JPEG atomically; the console sends each viewe
 the newest frame it has not seen yet (`ViewFeed`, over the viewer's WebSocket) or serves one on request
 (`ViewBoard.frame`). Nothing is rendered while nobody watches, and a slow viewer only misses frames: the fleet never
 waits for one, and a viewer is sent the newest frame when it is ready for one, never a backlog. Sim robots on Ray
-actors (possibly other machines) and hardware robots have no painted view.
+actors paint where they share the view folder (`vla_recover.fleet.ray_backend`); hardware robots show their own
+cameras instead.
 """
 
 from __future__ import annotations
