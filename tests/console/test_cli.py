@@ -73,6 +73,7 @@ def serving(fleet: Path, store: Path) -> Iterator[httpx.Client]:
         server.wait(timeout=20)
 
 
+@pytest.mark.slow  # a console process with a fleet of worker processes: 18 s on two cores
 def test_the_console_serves_a_running_fleet(tmp_path: Path) -> None:
     store = tmp_path / "store"
     fleet = tmp_path / "fleet.yaml"
