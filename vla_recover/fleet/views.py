@@ -40,9 +40,9 @@ def _replace(path: Path, data: bytes) -> None:
 
 def paint(env: Any, width: int, height: int) -> bytes | None:
     """``env``'s console camera as a JPEG for people, or None for a task that renders no views: no antialiasing or
-    floor reflections (a software renderer's frame costs a quarter as much: 5 against 20 ms at 320 x 240), shadows
-    only in a view as large as the driven robot's (the teleoperator's cue for the gripper's height; a thumbnail is
-    too small to show one)."""
+    floor reflections, shadows only in a view as large as the driven robot's (the teleoperator's cue for the
+    gripper's height; a thumbnail is too small to show one). Under OSMesa: 15 against 20 ms at 320 x 240, 3.8
+    against 12.6 ms at 128 x 96."""
     render = getattr(env.unwrapped, "render_view", None)
     if render is None:
         return None
