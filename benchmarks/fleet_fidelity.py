@@ -14,13 +14,17 @@ Resumable: every finished cell (a base run, the recipe's data, policy and evalua
 under ``--work`` and read back on a rerun; each cell prints its wall time. Last line: one JSON object.
 
     python benchmarks/fleet_fidelity.py [--work runs/bench_fidelity] [--tasks LiftCube,PickPlaceBin]
-                                        [--run-ahead 1,4,8]
+                                        [--run-ahead 1,4,8] [--remote]
+
+``--remote`` drives the fleet through ``vla-recover serve`` on loopback (one server per cell, one torch thread):
+the server's latency must not bring back stale observations.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -34,6 +38,8 @@ from vla_recover.loop.config import LoopConfig
 from vla_recover.loop.reporters import LineReporter
 from vla_recover.loop.runner import LoopRun
 from vla_recover.rollout import CollectConfig, collect_demos
+from vla_recover.serving.launch import policy_server
+from vla_recover.serving.protocol import TOKEN_ENV
 from vla_recover.stats import paired_bootstrap_interval, paired_outcomes
 from vla_recover.train.trainer import TrainConfig, Trainer
 
@@ -113,11 +119,14 @@ def pick_place_base(work: Path) -> dict[str, Any]:
     return {"policy": out / "policy", "eval": _cell(work / "recipe_eval.json", evaluate)}
 
 
-def fleet_cell(task: str, policy: Path, run_ahead: int, seeds: list[int], work: Path) -> dict[str, Any]:
+def fleet_cell(
+    task: str, policy: Path, run_ahead: int, seeds: list[int], work: Path, remote: bool = False
+) -> dict[str, Any]:
     """The fleet's outcome per seed with its operators off, at one run-ahead setting, with the fleet settings of the
-    task's loop config."""
+    task's loop config; ``remote``: its chunks from a policy server in another process (``vla-recover serve``)."""
     loop = validate_config(LoopConfig, dict(load_yaml(LOOP_CONFIGS[task]) or {}), source=str(LOOP_CONFIGS[task]))
-    store = work / f"fleet_run_ahead_{run_ahead}"
+    name = f"fleet_{'remote_' if remote else ''}run_ahead_{run_ahead}"
+    store = work / name
 
     def run() -> dict[str, Any]:
         shutil.rmtree(store, ignore_errors=True)  # an interrupted cell starts over
@@ -126,7 +135,13 @@ def fleet_cell(task: str, policy: Path, run_ahead: int, seeds: list[int], work: 
             "episodes": len(seeds), "seed": seeds[0], "policy": str(policy), "store": str(store),
             "run_ahead_steps": run_ahead, "floor_operator": {"enabled": False}, "teleoperator": {"enabled": False},
         }  # fmt: skip
-        summary = build_fleet(validate_config(FleetConfig, raw, source="fleet")).run()
+        if not remote:
+            summary = build_fleet(validate_config(FleetConfig, raw, source="fleet")).run()
+        else:
+            with policy_server(policy, threads=1) as (url, token):
+                os.environ[TOKEN_ENV] = token
+                raw.update(policy=None, inference={"remote": url})
+                summary = build_fleet(validate_config(FleetConfig, raw, source="fleet")).run()
         with EpisodeStore(store) as stored:
             by_seed = {int(row.info["seed"]): int(row.outcome == "success") for row in stored.episodes()}
         return {
@@ -136,7 +151,7 @@ def fleet_cell(task: str, policy: Path, run_ahead: int, seeds: list[int], work: 
             "outcomes": [by_seed[s] for s in sorted(by_seed)],
         }  # fmt: skip
 
-    return _cell(work / f"fleet_run_ahead_{run_ahead}.json", run)
+    return _cell(work / f"{name}.json", run)
 
 
 def compare(evaluation: dict[str, Any], fleet: dict[str, Any]) -> dict[str, Any]:
@@ -162,6 +177,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("runs/bench_fidelity"))
     parser.add_argument("--tasks", default="LiftCube,PickPlaceBin")
     parser.add_argument("--run-ahead", default="1,4,8", help="run_ahead_steps settings to try (1 is lockstep)")
+    parser.add_argument("--remote", action="store_true", help="the fleet's chunks from a policy server on loopback")
     args = parser.parse_args()
     tasks = [t for t in args.tasks.split(",") if t]
     unknown = sorted(set(tasks) - set(LOOP_CONFIGS))
@@ -180,7 +196,7 @@ def main() -> None:
         per_setting: dict[str, Any] = {}
         for run_ahead in settings:
             started = time.perf_counter()
-            fleet = fleet_cell(task, base["policy"], run_ahead, evaluation["seeds"], work)
+            fleet = fleet_cell(task, base["policy"], run_ahead, evaluation["seeds"], work, args.remote)
             per_setting[str(run_ahead)] = row = compare(evaluation, fleet)
             print(
                 f"[{task}] run_ahead_steps {run_ahead}: fleet {row['fleet_success']:.2f} vs eval "
@@ -198,7 +214,7 @@ def main() -> None:
             if lockstep is None
             else lockstep["same_outcome"] >= GOAL_LOCKSTEP_AGREEMENT,
         }
-    print(json.dumps(figures))
+    print(json.dumps({"inference": "remote" if args.remote else "local", **figures}))
 
 
 if __name__ == "__main__":

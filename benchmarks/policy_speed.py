@@ -8,7 +8,10 @@ latency also as evaluation and the fleet sample, through traced networks (``trac
 Last line: one JSON object.
 
     python benchmarks/policy_speed.py [--train-steps 30] [--batch 256] [--threads 2] [--no-compile]
-                                      [--down-dims 64 128 256] [--state-dim 26]
+                                      [--down-dims 64 128 256] [--state-dim 26] [--device cuda] [--bf16]
+
+Needs torch and the policy code only (synthetic batches), so it runs on a GPU machine without the simulation stack;
+``--device cuda`` on a machine without CUDA prints ``{"skipped": "no CUDA"}`` and exits 0.
 """
 
 from __future__ import annotations
@@ -24,15 +27,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from vla_recover.devices import autocast
 from vla_recover.policies import Policy, build_policy
-from vla_recover.train.trainer import make_optimizer
+from vla_recover.policies.common.optim import make_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 LEROBOT_PYTHON = ROOT / ".venv-lerobot" / "bin" / "python"
 LEROBOT_READY = ROOT / ".venv-lerobot" / "READY"  # written by scripts/install_lerobot_venv.sh once it is done
 
 
+def synchronize(args: argparse.Namespace) -> None:
+    if args.device.type == "cuda":
+        torch.cuda.synchronize(args.device)
+
+
 def measure_latency(policy: Policy, args: argparse.Namespace) -> dict[str, float]:
+    """Milliseconds a chunk, from host observations to host actions (predict_chunk moves both ways)."""
     latency = {}
     for size in args.inference_batches:
         obs = {"obs.state": torch.randn(size, args.obs_steps, args.state_dim)}
@@ -47,20 +57,23 @@ def measure_latency(policy: Policy, args: argparse.Namespace) -> dict[str, float
 def measure_training(policy: Policy, args: argparse.Namespace) -> float:
     """Samples/s over ``train_steps`` steps after ``warmup`` steps (which absorb any compile)."""
     optimizer = make_optimizer(policy, lr=1e-4, weight_decay=1e-6)
-    b = args.batch
+    b, device = args.batch, args.device
     batch = {
-        "obs.state": torch.randn(b, args.obs_steps, args.state_dim),
-        "action": torch.randn(b, args.horizon, args.action_dim),
-        "action_is_pad": torch.zeros(b, args.horizon, dtype=torch.bool),
+        "obs.state": torch.randn(b, args.obs_steps, args.state_dim, device=device),
+        "action": torch.randn(b, args.horizon, args.action_dim, device=device),
+        "action_is_pad": torch.zeros(b, args.horizon, dtype=torch.bool, device=device),
     }
     policy.train()
     for step in range(args.warmup + args.train_steps):
         if step == args.warmup:
+            synchronize(args)
             start = time.perf_counter()
-        loss = policy.compute_loss(batch)
+        with autocast(device, args.bf16):
+            loss = policy.compute_loss(batch)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    synchronize(args)
     return b * args.train_steps / (time.perf_counter() - start)
 
 
@@ -78,6 +91,7 @@ def measure_ours(name: str, args: argparse.Namespace, inference_steps: int) -> d
     policy.fit_normalizer(
         {"obs.state": rng.normal(size=(100, args.state_dim)), "action": rng.normal(size=(100, args.action_dim))}
     )
+    policy.to(args.device)
     row: dict[str, Any] = {
         "params": sum(p.numel() for p in policy.parameters()),
         "train_samples_per_s": measure_training(policy, args),
@@ -103,7 +117,7 @@ def measure_lerobot(args: argparse.Namespace) -> dict[str, Any] | None:
         "obs_steps": args.obs_steps, "action_exec": args.action_exec, "down_dims": args.down_dims,
         "inference_steps": 10, "batch": args.batch, "warmup": args.warmup, "train_steps": args.train_steps,
         "inference_batches": args.inference_batches, "inference_repeats": args.inference_repeats,
-        "threads": args.threads,
+        "threads": args.threads, "device": str(args.device),
     }  # fmt: skip
     script = ROOT / "benchmarks" / "lerobot_policy_side.py"
     env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
@@ -123,7 +137,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--down-dims", type=int, nargs="+", default=[64, 128, 256], help="the U-Net's widths")
     parser.add_argument("--state-dim", type=int, default=26)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (both sides of the comparison)")
+    parser.add_argument("--bf16", action="store_true", help="ours: bfloat16 autocast in training on CUDA")
     args = parser.parse_args()
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("no CUDA on this machine", flush=True)
+        print(json.dumps({"benchmark": "policy_speed", "device": args.device, "skipped": "no CUDA"}))
+        return
+    args.device = torch.device(args.device)
     args.action_dim, args.horizon, args.obs_steps, args.action_exec = 5, 16, 2, 8
     args.inference_batches = [1, 12]
     torch.set_num_threads(args.threads)
@@ -170,7 +191,10 @@ def main() -> None:
                 for b in ("1", "12")
             },
         }
-    print(json.dumps({"benchmark": "policy_speed", "batch": args.batch, "threads": args.threads, **results}))
+    print(json.dumps({
+        "benchmark": "policy_speed", "batch": args.batch, "threads": args.threads, "device": str(args.device),
+        "bf16": args.bf16, **results,
+    }))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -228,6 +228,7 @@ class _Share:
     task_config: Any
     video_dir: Any
     action_tolerance: float
+    device: str
 
 
 def _load_and_evaluate(share: _Share, on_batch: Callable[[int, int], None] | None) -> dict[str, Any]:
@@ -236,7 +237,7 @@ def _load_and_evaluate(share: _Share, on_batch: Callable[[int, int], None] | Non
     from vla_recover.policies.common.checkpoint import load_policy
 
     torch.set_num_threads(1)
-    policy, embedder, _ = load_policy(share.directory)
+    policy, embedder, _ = load_policy(share.directory, share.device)
     return evaluate_policy(
         policy, embedder, share.task, share.seeds, share.batch, share.task_config, share.video_dir, on_batch,
         share.action_tolerance,
@@ -252,6 +253,25 @@ def _pool_worker(share: _Share, counts: Any) -> dict[str, Any]:
     return _load_and_evaluate(share, report)
 
 
+def _on_ray(shares: list[_Share], address: str, count: Callable[[int, int], None]) -> list[dict[str, Any]]:
+    """Each share as a Ray task of one CPU, wherever the cluster places it; results in the shares' order."""
+    from vla_recover.fleet.ray_backend import init_ray
+
+    init_ray(address)
+    import ray
+
+    task = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_load_and_evaluate)
+    pending = {task.remote(share, None): index for index, share in enumerate(shares)}
+    results: list[dict[str, Any]] = [{}] * len(shares)
+    waiting = list(pending)
+    while waiting:
+        done, waiting = ray.wait(waiting, num_returns=1)
+        result = ray.get(done[0])
+        results[pending[done[0]]] = result
+        count(result["episodes"], result["successes"])
+    return results
+
+
 def evaluate_checkpoint(
     directory: str | Path,
     task: str,
@@ -263,17 +283,26 @@ def evaluate_checkpoint(
     video_dir: Path | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     action_tolerance: float = DEFAULT_ACTION_TOLERANCE,
+    device: str = "cpu",
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
-    """Evaluate a saved policy on ``episodes`` seeds from ``seed``, split over ``workers`` processes.
-    ``on_progress(episodes_done, successes)`` is called as batches finish."""
+    """Evaluate a saved policy on ``episodes`` seeds from ``seed``, split over ``workers`` processes, each running
+    it on ``device`` (a `vla_recover.devices` name); with ``ray_address``, over ``workers`` Ray tasks on that
+    cluster instead (the checkpoint's folder must be readable on its nodes). ``on_progress(episodes_done,
+    successes)`` is called as batches finish (per share on Ray)."""
+    from vla_recover.devices import resolve_device
+
+    resolve_device(device)  # refused here, before any worker starts
     seeds = list(range(seed, seed + episodes))
     shares = [
-        _Share(str(directory), task, seeds[w::workers], batch, task_config, video_dir, action_tolerance)
+        _Share(str(directory), task, seeds[w::workers], batch, task_config, video_dir, action_tolerance, device)
         for w in range(workers)
         if seeds[w::workers]
     ]
     count = running_totals(on_progress)
-    if len(shares) == 1:
+    if ray_address is not None:
+        results = _on_ray(shares, ray_address, count)
+    elif len(shares) == 1:
         results = [_load_and_evaluate(shares[0], count)]
     else:
         context = mp.get_context("spawn")

@@ -46,13 +46,16 @@ def then_hook(
 NoiseSource = torch.Generator | list[torch.Generator] | None
 
 
-def draw_noise(shape: tuple[int, ...], generator: NoiseSource) -> torch.Tensor:
-    """Standard normal noise of ``shape``; with one generator per row, row i is drawn from generator i alone."""
+def draw_noise(shape: tuple[int, ...], generator: NoiseSource, device: torch.device | None = None) -> torch.Tensor:
+    """Standard normal noise of ``shape`` on ``device``; with one generator per row, row i is drawn from generator i
+    alone. Drawn on the CPU and moved, so a seed gives the same noise on every device."""
     if not isinstance(generator, list):
-        return torch.randn(shape, generator=generator)
-    if len(generator) != shape[0]:  # the only way a list comes here: predict_chunk's seeds, one per row
+        noise = torch.randn(shape, generator=generator)
+    elif len(generator) != shape[0]:  # the only way a list comes here: predict_chunk's seeds, one per row
         raise ValueError(f"seed: got {len(generator)} seeds for a batch of {shape[0]}")
-    return torch.stack([torch.randn(shape[1:], generator=row) for row in generator])
+    else:
+        noise = torch.stack([torch.randn(shape[1:], generator=row) for row in generator])
+    return noise if device is None else noise.to(device)
 
 
 class PolicyConfig(FrozenConfig):
@@ -147,6 +150,15 @@ class Policy(nn.Module, abc.ABC):
         for key in self.normalizer.keys:
             self.normalizer.fit(key, data[key])
 
+    @property
+    def device(self) -> torch.device:
+        """Where the policy's weights are (`Checkpoint.load(device)`, ``policy.to(device)``); inputs are moved there."""
+        return self.normalizer.device
+
+    def forward(self, batch: dict[str, torch.Tensor], weights: torch.Tensor | None = None) -> torch.Tensor:
+        """The training loss (`compute_loss`), as LeRobot's policies answer a call: what DDP wraps."""
+        return self.compute_loss(batch, weights)
+
     # -- the interface ----------------------------------------------------------------------------------------------
     @abc.abstractmethod
     def compute_loss(self, batch: dict[str, torch.Tensor], weights: torch.Tensor | None = None) -> torch.Tensor:
@@ -165,7 +177,7 @@ class Policy(nn.Module, abc.ABC):
         was_training = self.training
         if was_training:  # train() walks every submodule: 7 ms a call on the fleet's policy, not worth paying twice
             self.eval()
-        tensors = {k: torch.as_tensor(v) for k, v in batch.items()}
+        tensors = {k: torch.as_tensor(v).to(self.device) for k, v in batch.items()}
         cond = self.encode_obs(tensors)
         hook = self.sampling_hook(tensors, cond, hook)
         generator: NoiseSource = None
@@ -284,13 +296,13 @@ class Policy(nn.Module, abc.ABC):
         self, per_element: torch.Tensor, batch: dict[str, torch.Tensor], weights: torch.Tensor | None
     ) -> torch.Tensor:
         """Reduce (B, H, A) losses to one scalar with padding masked and per-sample weights applied."""
-        mask = torch.ones(per_element.shape[:2], dtype=per_element.dtype)
+        mask = torch.ones(per_element.shape[:2], dtype=per_element.dtype, device=per_element.device)
         if "action_is_pad" in batch:
             mask = (~batch["action_is_pad"].bool()).to(per_element.dtype)
         per_sample = (per_element.mean(-1) * mask).sum(1) / mask.sum(1).clamp_min(1.0)
         if weights is None:
             return per_sample.mean()
-        weights = torch.as_tensor(weights, dtype=per_sample.dtype)
+        weights = torch.as_tensor(weights, dtype=per_sample.dtype, device=per_sample.device)
         if weights.shape != per_sample.shape:
             raise ValueError(f"weights: expected shape {tuple(per_sample.shape)}, got {tuple(weights.shape)}")
         if not torch.isfinite(weights).all() or (weights < 0).any():

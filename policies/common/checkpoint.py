@@ -147,17 +147,20 @@ class Checkpoint:
         return policy.to(device).eval(), embedder
 
 
-def load_policy(directory: str | Path) -> tuple[Policy, SentenceEmbedder, dict[str, Any]]:
-    """The policy (in eval mode), its instruction embedder with the saved cache, and the raw config."""
+def load_policy(directory: str | Path, device: str = "cpu") -> tuple[Policy, SentenceEmbedder, dict[str, Any]]:
+    """The policy (in eval mode, on ``device``: a `vla_recover.devices` name), its instruction embedder with the
+    saved cache, and the raw config."""
+    from vla_recover.devices import resolve_device
+
     checkpoint = Checkpoint.open(directory)
-    policy, embedder = checkpoint.load()
+    policy, embedder = checkpoint.load(resolve_device(device))
     return policy, embedder, checkpoint.config
 
 
 def save_weights(module: nn.Module, directory: Path, embedder: SentenceEmbedder | None) -> list[str]:
     """``model.safetensors``: the module's weights and the embedder's cached instructions; returns those, in the
     order their embeddings are stored."""
-    tensors = {k: v.detach().contiguous().clone() for k, v in module.state_dict().items()}
+    tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in module.state_dict().items()}
     instructions = sorted(embedder.cache) if embedder else []
     if instructions and embedder is not None:
         tensors[_EMBEDDINGS] = torch.as_tensor(np.stack([embedder.cache[s] for s in instructions]))

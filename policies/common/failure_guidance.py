@@ -52,7 +52,7 @@ class FailureGuidanceConfig(FrozenConfig):
 def guidance_strength(config: FailureGuidanceConfig, gap: torch.Tensor) -> torch.Tensor:
     """λ (B, 1, 1) for the gap â0_s − â0_f (B, H, A)."""
     if config.rule == "constant":
-        return torch.full((gap.shape[0], 1, 1), config.scale, dtype=gap.dtype)
+        return torch.full((gap.shape[0], 1, 1), config.scale, dtype=gap.dtype, device=gap.device)
     distance = gap.pow(2).mean(dim=(1, 2)).sqrt()
     return (config.scale * torch.exp(-distance / config.distance_scale))[:, None, None]
 

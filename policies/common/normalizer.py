@@ -29,6 +29,10 @@ class Normalizer(nn.Module):
         getattr(self, _name(key, "low")).copy_(flat.min(0).values)
         getattr(self, _name(key, "high")).copy_(flat.max(0).values)
 
+    @property
+    def device(self) -> torch.device:
+        return getattr(self, _name(self.keys[0], "low")).device
+
     def _scale(self, key: str) -> tuple[torch.Tensor, torch.Tensor]:
         low, high = getattr(self, _name(key, "low")), getattr(self, _name(key, "high"))
         span = (high - low).clamp_min(1e-6)

@@ -45,7 +45,7 @@ class DiffusionPolicy(Policy):
         cond = self.encode_obs(batch)
         clean = self.normalizer.normalize("action", batch["action"].float())
         noise = torch.randn_like(clean)
-        steps = torch.randint(0, self.config.train_timesteps, (clean.shape[0],))
+        steps = torch.randint(0, self.config.train_timesteps, (clean.shape[0],), device=clean.device)
         noisy = self.train_scheduler.add_noise(clean, noise, steps)
         predicted = self.generate(batch, noisy, steps, cond)
         return self._weighted(F.mse_loss(predicted, noise, reduction="none"), batch, weights)
@@ -54,13 +54,18 @@ class DiffusionPolicy(Policy):
         self.sample_scheduler.set_timesteps(self.config.inference_steps)
         shape = (cond.shape[0], self.config.action_horizon, self.action_dim)
         return guided_sampling(
-            lambda x, t: self.denoiser(x, t.expand(shape[0]), cond), self.sample_scheduler, shape, generator, hook
+            lambda x, t: self.denoiser(x, t.to(cond.device).expand(shape[0]), cond),
+            self.sample_scheduler,
+            shape,
+            generator,
+            hook,
+            device=cond.device,
         )
 
     def clean_estimate(self, network: nn.Module, cond: torch.Tensor, index: int, noisy: torch.Tensor) -> torch.Tensor:
         t = self.sample_scheduler.timesteps[index]
         a = self.sample_scheduler.alphas_cumprod[t]
-        return (noisy - (1 - a).sqrt() * network(noisy, t.expand(noisy.shape[0]), cond)) / a.sqrt()
+        return (noisy - (1 - a).sqrt() * network(noisy, t.to(noisy.device).expand(noisy.shape[0]), cond)) / a.sqrt()
 
 
 def guided_sampling(
@@ -70,13 +75,14 @@ def guided_sampling(
     generator: NoiseSource,
     hook: GuidanceHook | None,
     prediction: str = "epsilon",
+    device: torch.device | None = None,
 ) -> torch.Tensor:
     """Run a diffusers scheduler's reverse process from noise, with the guidance hook acting on x̂0 each step.
 
     ``denoise(x, t)`` returns the network's prediction: the noise (``prediction="epsilon"``) or the clean chunk
-    (``"sample"``). The scheduler must already have its timesteps set.
+    (``"sample"``). The scheduler must already have its timesteps set; ``device``: where the chunk is sampled.
     """
-    x = draw_noise(shape, generator)
+    x = draw_noise(shape, generator, device)
     alphas = scheduler.alphas_cumprod  # type: ignore[attr-defined]
     for index, t in enumerate(scheduler.timesteps):  # type: ignore[attr-defined]
         output = denoise(x, t)

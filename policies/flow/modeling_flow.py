@@ -31,8 +31,8 @@ class FlowPolicy(Policy):
 
     def _sample_time(self, n: int) -> torch.Tensor:
         if self.config.time_sampling == "beta":
-            return 1.0 - torch.distributions.Beta(1.5, 1.0).sample((n,)) * 0.999
-        return torch.rand(n)
+            return (1.0 - torch.distributions.Beta(1.5, 1.0).sample((n,)) * 0.999).to(self.device)
+        return torch.rand(n, device=self.device)
 
     def compute_loss(self, batch: dict[str, torch.Tensor], weights: torch.Tensor | None = None) -> torch.Tensor:
         cond = self.encode_obs(batch)
@@ -46,10 +46,10 @@ class FlowPolicy(Policy):
     def sample_actions(self, cond: torch.Tensor, generator: NoiseSource, hook: GuidanceHook | None) -> torch.Tensor:
         steps = self.config.inference_steps
         shape = (cond.shape[0], self.config.action_horizon, self.action_dim)
-        x = draw_noise(shape, generator)
+        x = draw_noise(shape, generator, cond.device)
         dt = 1.0 / steps
         for index in range(steps):
-            tau = torch.full((shape[0],), index * dt)
+            tau = torch.full((shape[0],), index * dt, device=x.device)
             v = self.velocity(x, tau * _TIME_SCALE, cond)
             if hook is not None:
                 remaining = 1.0 - index * dt
@@ -62,5 +62,5 @@ class FlowPolicy(Policy):
 
     def clean_estimate(self, network: nn.Module, cond: torch.Tensor, index: int, noisy: torch.Tensor) -> torch.Tensor:
         tau = index / self.config.inference_steps
-        velocity = network(noisy, torch.full((noisy.shape[0],), tau * _TIME_SCALE), cond)
+        velocity = network(noisy, torch.full((noisy.shape[0],), tau * _TIME_SCALE, device=noisy.device), cond)
         return noisy + (1.0 - tau) * velocity

@@ -144,7 +144,9 @@ class LeRobotDiffusionPolicy(Policy):
         cond = self.encode_obs(batch)
         clean = self.normalizer.normalize("action", batch["action"].float())
         noise = torch.randn_like(clean)
-        steps = torch.randint(0, model.noise_scheduler.config.num_train_timesteps, (clean.shape[0],))
+        steps = torch.randint(
+            0, model.noise_scheduler.config.num_train_timesteps, (clean.shape[0],), device=clean.device
+        )
         noisy = model.noise_scheduler.add_noise(clean, noise, steps)
         predicted = model.unet(noisy, steps, global_cond=cond)
         target = noise if self.lerobot.config.prediction_type == "epsilon" else clean
@@ -156,10 +158,11 @@ class LeRobotDiffusionPolicy(Policy):
         scheduler.set_timesteps(model.num_inference_steps)
         shape = (cond.shape[0], self.lerobot.config.horizon, self.action_dim)
         return guided_sampling(
-            lambda x, t: model.unet(x, t.expand(shape[0]), global_cond=cond),
+            lambda x, t: model.unet(x, t.to(cond.device).expand(shape[0]), global_cond=cond),
             scheduler,
             shape,
             generator,
             hook,
             prediction=self.lerobot.config.prediction_type,
+            device=cond.device,
         )

@@ -22,6 +22,7 @@ PAGES = [
     "docs/how-to/lerobot.md",
     "docs/how-to/robots.md",
     "docs/how-to/ros2.md",
+    "docs/how-to/scale-out.md",
 ]
 NOT_RUN = "# not run by the docs tests: "
 # (pattern, replacement, why): applied to every line of a block before it runs
@@ -35,6 +36,11 @@ SMALL_SETTINGS: list[tuple[str, str, str]] = [
         r"--config configs/train/lift_diffusion\.yaml$",
         "--config configs/train/debug.yaml --data runs/lift_demos --out runs/train/lift_diffusion",
         "the 20-step training smoke config on the same data and run folder",
+    ),
+    (
+        r"--config configs/train/lift_diffusion\.yaml --out",
+        "--config configs/train/debug.yaml --data runs/lift_demos --out",
+        "the 20-step training smoke config on the same data, in its own run folder",
     ),
     (r"^(vla-recover critic train .*)$", r"\1 --steps 40", "40 critic steps"),
     (r"--robots 8 --episodes 16", "--robots 2 --episodes 8", "2 robots"),

@@ -38,6 +38,9 @@ def fleet(
     episodes: Annotated[int | None, typer.Option(help="episodes to finish (overrides the config)", min=1)] = None,
     policy: Annotated[Path | None, typer.Option(help="policy checkpoint (overrides the config)")] = None,
     store: Annotated[Path | None, typer.Option(help="episode store to append to (overrides the config)")] = None,
+    remote: Annotated[
+        str | None, typer.Option(help="a policy server's http://HOST:PORT instead of the config's policy")
+    ] = None,
 ) -> None:
     """Roll a policy out on a sim fleet with simulated operators; prints the human-effort summary as JSON."""
     from vla_recover.config import load_yaml, validate_config
@@ -48,7 +51,9 @@ def fleet(
         overrides = {"robots": robots, "episodes": episodes, "store": store}
         raw.update({k: v for k, v in overrides.items() if v is not None})
         if policy is not None:
-            raw.update(policy=policy, constant_action=None)
+            raw.update(policy=policy, constant_action=None, inference=None)
+        if remote is not None:
+            raw.update(policy=None, constant_action=None, inference={"remote": remote})
         cfg = validate_config(FleetConfig, raw, source=str(config))
         manager = build_fleet(cfg)
         with progress_bar() as progress:

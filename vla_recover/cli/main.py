@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from vla_recover.cli import collect, fleet, loop, tasks, train
+from vla_recover.cli import collect, fleet, loop, serve, tasks, train
 from vla_recover.cli.console_cmd import console_app
 from vla_recover.cli.critic import critic_app, label
 from vla_recover.cli.interop import export_app, import_app
@@ -27,6 +27,7 @@ app.add_typer(export_app, name="export")
 app.add_typer(import_app, name="import")
 app.command("train")(train.train)
 app.command("eval")(train.evaluate)
+app.command("serve")(serve.serve)
 app.command("fleet")(fleet.fleet)
 app.add_typer(critic_app, name="critic")
 app.command("label")(label)

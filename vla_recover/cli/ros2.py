@@ -37,7 +37,7 @@ def serve(
         node_config = load_node_config(config)
         if not (policy / "config.json").is_file():
             raise FileNotFoundError(f"policy: {policy} is not a policy checkpoint (no config.json)")
-        source = PolicyChunks(policy)
+        source = PolicyChunks(policy, device=node_config.device)
         state_dim = source.policy.shapes.get(source.policy.config.state_key or "", (len(node_config.joint_names),))[0]
         if state_dim != len(node_config.joint_names) or source.policy.action_dim != len(node_config.joint_names):
             raise ValueError(

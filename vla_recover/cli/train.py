@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,10 +22,22 @@ def train(
     out: Annotated[Path | None, typer.Option(help="run directory (overrides the config)")] = None,
     steps: Annotated[int | None, typer.Option(help="gradient steps (overrides the config)", min=1)] = None,
     resume: Annotated[bool, typer.Option(help="continue from the run directory's latest checkpoint")] = True,
+    nproc_per_node: Annotated[
+        int,
+        typer.Option(
+            help="train on this many processes of this machine (torchrun, DDP: one per GPU, gloo on CPUs); "
+            "batch_size stays the global batch",
+            min=1,
+            max=1024,
+        ),
+    ] = 1,
 ) -> None:
     """Train a policy on an episode store: progress bar, metrics.jsonl, loss.png, checkpoints, closed-loop eval."""
+    if nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
+        raise typer.Exit(_launch_ranks(nproc_per_node))
     from vla_recover.config import load_yaml, validate_config
     from vla_recover.evaluate import check_policy_fits_task, evaluate_policy
+    from vla_recover.train.distributed import stop_ranks
     from vla_recover.train.plots import plot_loss
     from vla_recover.train.trainer import TrainConfig, Trainer
 
@@ -41,18 +56,31 @@ def train(
                 result = evaluate_policy(policy, embedder, cfg.eval_task or "", seeds)
                 return {"eval_success_rate": result["success_rate"], "eval_ci95": result["ci95"]}
 
+        if not trainer.ranks.main:  # the other ranks train quietly; rank 0 reports for all
+            trainer.run(None, evaluate)
+            stop_ranks(trainer.ranks)
+            return
         with progress_bar() as progress:
+            ranks = f" on {trainer.ranks.world} processes" if trainer.ranks.distributed else ""
             job = progress.add_task(
-                f"train {cfg.policy}", total=cfg.steps, completed=trainer.step, status="resumed" if resumed else ""
-            )
+                f"train {cfg.policy}{ranks}", total=cfg.steps, completed=trainer.step,
+                status="resumed" if resumed else "",
+            )  # fmt: skip
 
             def on_step(step: int, loss: float) -> None:
                 progress.update(job, completed=step, status=f"loss {loss:.4f}")
 
             final = trainer.run(on_step, evaluate)
         plot_loss(cfg.out / "metrics.jsonl", cfg.out / "loss.png")
+        stop_ranks(trainer.ranks)
     console.print(f"policy saved to {cfg.out / 'policy'}; loss curve {cfg.out / 'loss.png'}")
     print(json.dumps(final))
+
+
+def _launch_ranks(processes: int) -> int:
+    """This same command again under torchrun on ``processes`` local processes; returns torchrun's exit code."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
+    return subprocess.call([*launcher, "-m", "vla_recover", *sys.argv[1:]])
 
 
 def evaluate(
@@ -71,6 +99,10 @@ def evaluate(
             max=100.0,
         ),
     ] = 1.0,
+    device: Annotated[str, typer.Option(help="where the policy runs: auto, cpu, cuda, cuda:N or mps")] = "auto",
+    ray_address: Annotated[
+        str | None, typer.Option(help="run the workers as tasks on this Ray cluster ('auto': the local one)")
+    ] = None,
 ) -> None:
     """Closed-loop success rate with a 95% confidence interval and the per-seed outcomes, printed as JSON."""
     from vla_recover.evaluate import evaluate_checkpoint
@@ -83,6 +115,6 @@ def evaluate(
 
         result = evaluate_checkpoint(
             policy, task, episodes, seed, workers, video_dir=videos, on_progress=on_progress,
-            action_tolerance=action_tolerance,
+            action_tolerance=action_tolerance, device=device, ray_address=ray_address,
         )  # fmt: skip
     print(json.dumps(result))

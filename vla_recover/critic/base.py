@@ -59,3 +59,7 @@ class Critic(abc.ABC):
     @abc.abstractmethod
     def load(cls, directory: str | Path) -> Critic:
         """The critic ``fit`` saved in ``directory``."""
+
+    def to(self, device: Any) -> Critic:
+        """Run on ``device`` (a torch device) from now on; a critic without a network stays where it is."""
+        return self

@@ -56,8 +56,9 @@ def fit_critic(
     return critic_cls.fit(paths, Path(out), config, on_step)
 
 
-def load_critic(directory: str | Path) -> Critic:
-    """The critic saved in ``directory``, whatever its kind (a checkpoint saved before kinds is a progress critic)."""
+def load_critic(directory: str | Path, device: Any = "cpu") -> Critic:
+    """The critic saved in ``directory``, whatever its kind (a checkpoint saved before kinds is a progress critic),
+    on ``device`` (a torch device or its name)."""
     path = Path(directory) / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not a critic checkpoint (no config.json)")
@@ -66,4 +67,4 @@ def load_critic(directory: str | Path) -> Critic:
     except (json.JSONDecodeError, AttributeError):
         raise ValueError(f"{path}: not a critic checkpoint (not a JSON object)") from None
     critic_cls: type[Critic] = CRITICS.get(name).load()
-    return critic_cls.load(directory)
+    return critic_cls.load(directory).to(device)

@@ -119,6 +119,14 @@ class ProgressCritic(Critic):
     def input_keys(self) -> tuple[str, ...]:
         return tuple(k for k in (self.config.state_key, self.config.image_key) if k)
 
+    @property
+    def device(self) -> torch.device:
+        return next(self.net.parameters()).device
+
+    def to(self, device: Any) -> ProgressCritic:
+        self.net.to(device)
+        return self
+
     def tensors(
         self,
         steps: dict[str, np.ndarray],
@@ -140,14 +148,18 @@ class ProgressCritic(Critic):
             bad = non_finite_step(values) if check_finite else None
             if bad is not None:
                 raise ValueError(f"{where}: {key} is NaN or Inf at step {bad}")
-            batch[key] = torch.as_tensor(values if key == self.config.image_key else values.astype(np.float32))
+            batch[key] = torch.as_tensor(
+                values if key == self.config.image_key else values.astype(np.float32), device=self.device
+            )
             length = len(values)
         if self.config.use_language and isinstance(instruction, list):
             if len(instruction) != length:
                 raise ValueError(f"{where}: {len(instruction)} instructions for {length} steps")
-            batch["instruction_embedding"] = torch.as_tensor(self.embedder.embed(instruction), dtype=torch.float32)
+            embedded = self.embedder.embed(instruction)
+            batch["instruction_embedding"] = torch.as_tensor(embedded, dtype=torch.float32, device=self.device)
         elif self.config.use_language:
-            embedding = torch.as_tensor(self.embedder.embed([instruction])[0], dtype=torch.float32)
+            embedded = self.embedder.embed([instruction])[0]
+            embedding = torch.as_tensor(embedded, dtype=torch.float32, device=self.device)
             batch["instruction_embedding"] = embedding.expand(length or 1, -1)
         return batch
 
@@ -165,8 +177,8 @@ class ProgressCritic(Critic):
     ) -> tuple[np.ndarray, np.ndarray | None]:
         self.net.eval()
         logits, done = self.net(self.tensors(steps, instruction, where))
-        progress = torch.sigmoid(logits).numpy().astype(np.float32)
-        return progress, None if done is None else torch.sigmoid(done).numpy().astype(np.float32)
+        progress = torch.sigmoid(logits).cpu().numpy().astype(np.float32)
+        return progress, None if done is None else torch.sigmoid(done).cpu().numpy().astype(np.float32)
 
     def save(self, directory: str | Path, **meta: Any) -> Path:
         directory = Path(directory)

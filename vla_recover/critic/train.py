@@ -32,6 +32,7 @@ from vla_recover.config import FrozenConfig
 from vla_recover.critic.data import CriticEpisode, length_bin_edges, load_episodes, non_finite_step, spearman
 from vla_recover.critic.model import CriticConfig, ProgressCritic, ProgressNet
 from vla_recover.data import EpisodeStore
+from vla_recover.devices import DEVICE_HELP, DeviceName, resolve_device
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
 
 class CriticTrainConfig(FrozenConfig):
     critic: CriticConfig = Field(default=CriticConfig(), description="the critic's inputs and network")
+    device: DeviceName = Field(default="auto", description=f"where the critic trains: {DEVICE_HELP}")
     task: str | None = Field(default=None, description="train on this task's episodes only")
     steps: int = Field(default=3000, ge=1, le=10_000_000, description="optimiser steps")
     batch_size: int = Field(
@@ -199,7 +201,7 @@ def _batch(critic: ProgressCritic, picks: list[tuple[CriticEpisode, int]]) -> di
     batch = critic.tensors(steps, picks[0][0].instruction, check_finite=False)  # checked once, before training
     if critic.config.use_language:  # each step with its own episode's instruction
         embeddings = critic.embedder.embed([episode.instruction for episode, _ in picks])
-        batch["instruction_embedding"] = torch.as_tensor(embeddings, dtype=torch.float32)
+        batch["instruction_embedding"] = torch.as_tensor(embeddings, dtype=torch.float32, device=critic.device)
     return batch
 
 
@@ -243,7 +245,7 @@ def _swap_loss(
     if not lates:
         return torch.zeros(())
     late_batch = _batch(critic, lates)
-    swapped = {**late_batch, key: torch.as_tensor(hybrids, dtype=torch.float32)}
+    swapped = {**late_batch, key: torch.as_tensor(hybrids, dtype=torch.float32, device=critic.device)}
     late_p, swapped_p = torch.sigmoid(critic.net(late_batch, noise)[0]), torch.sigmoid(critic.net(swapped, noise)[0])
     return ranking_loss(swapped_p, late_p, config.rank_temperature)
 
@@ -269,6 +271,7 @@ def train_critic(
     """Train on ``store_path`` (or several stores), save the critic in ``out`` with metrics.json and plots; returns
     the metrics. Episode ids in the metrics are per store, in the order given."""
     config = config or CriticTrainConfig()
+    device = resolve_device(config.device)  # refused before any data is read
     torch.manual_seed(config.seed)
     keys = tuple(k for k in (config.critic.state_key, config.critic.image_key) if k)
     episodes = []
@@ -283,7 +286,7 @@ def train_critic(
             if step is not None:
                 raise ValueError(f"episode {episode.id}: {key} is NaN or Inf at step {step}")
     train, held_out = split_episodes(episodes, config.held_out_fraction, config.seed)
-    critic = build_critic(train, config.critic)
+    critic = build_critic(train, config.critic).to(device)
     sampler = _PairSampler(train, config)
     robot_dims = _robot_state_dims(config, train) if config.swap_weight > 0 else None
     optimizer = torch.optim.AdamW(critic.net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
@@ -297,7 +300,7 @@ def train_critic(
         progress = torch.sigmoid(logits)
         early, late = progress.chunk(2)
         rank = ranking_loss(early, late, config.rank_temperature)
-        regress = F.mse_loss(progress, sampler.targets(picks, config.regress_target))
+        regress = F.mse_loss(progress, sampler.targets(picks, config.regress_target).to(device))
         loss = config.rank_weight * rank + config.regress_weight * regress
         if config.failure_weight > 0:
             negatives = sampler.failure_pairs(config.batch_size // 4)
@@ -309,7 +312,8 @@ def train_critic(
         if robot_dims is not None:
             loss = loss + config.swap_weight * _swap_loss(critic, sampler, config, robot_dims)
         if done is not None:
-            is_done = torch.as_tensor([t >= e.steps - config.critic.done_steps for e, t in picks], dtype=torch.float32)
+            ended = [t >= e.steps - config.critic.done_steps for e, t in picks]
+            is_done = torch.as_tensor(ended, dtype=torch.float32, device=device)
             loss = loss + config.done_weight * F.binary_cross_entropy_with_logits(done, is_done)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

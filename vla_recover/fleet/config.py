@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from vla_recover.config import FrozenConfig
+from vla_recover.devices import DEVICE_HELP, DeviceName
 from vla_recover.envs import checked_task, resolve_task_name
 from vla_recover.fleet.robots import RobotKindConfig, SimRobotsConfig, robot_configs, slot_names
 
@@ -91,6 +92,15 @@ class TeleoperatorConfig(FrozenConfig):
     )
 
 
+class RemoteInference(FrozenConfig):
+    """Chunks from ``vla-recover serve`` (vla_recover.serving), whose token is read from VLA_RECOVER_SERVE_TOKEN."""
+
+    remote: str = Field(
+        pattern=r"^http://[^/\s]+$", description="the policy server, http://HOST:PORT (loopback, or a trusted network)"
+    )
+    timeout_s: float = Field(default=10.0, gt=0.0, le=600.0, description="a request unanswered this long fails")
+
+
 class FleetConfig(FrozenConfig):
     task: str = Field(default="PickPlaceBin", description="the task (name or gym id) every robot runs")
     task_config: dict[str, Any] = Field(
@@ -115,6 +125,9 @@ class FleetConfig(FrozenConfig):
     )
     policy: Path | None = Field(None, description="a policy checkpoint directory")
     constant_action: list[float] | None = Field(None, description="instead of a policy (benchmarks, smoke tests)")
+    inference: RemoteInference | None = Field(
+        None, description="instead of a local policy: a policy server's address, {remote: http://HOST:PORT}"
+    )
     batched_inference: bool = Field(
         default=True,
         description="one policy forward for every robot that needs a chunk in a tick; false: one forward per robot",
@@ -148,6 +161,9 @@ class FleetConfig(FrozenConfig):
         "rejected and the robot holds",
     )
     compile_policy: bool = Field(default=False, description="torch.compile the policy's backbone before the run")
+    device: DeviceName = Field(
+        default="auto", description=f"where the policy and the critic run for the whole fleet: {DEVICE_HELP}"
+    )
     store: Path = Field(default=Path("runs/fleet"), description="the episode store finished episodes are written to")
     backend: Literal["process", "ray"] = Field(
         default="process",
@@ -245,8 +261,12 @@ class FleetConfig(FrozenConfig):
             if task is not None and resolve_task_name(task) != resolve_task_name(self.task):
                 raise ValueError(f"robots[{i}].kind: sim:{task} in a fleet of {self.task}; a fleet runs one task")
         slot_names(configs)
-        if (self.policy is None) == (self.constant_action is None):
-            raise ValueError("policy / constant_action: give exactly one (a checkpoint directory or an action)")
+        controllers = [self.policy, self.constant_action, self.inference]
+        if sum(c is not None for c in controllers) != 1:
+            raise ValueError(
+                "policy / constant_action / inference: give exactly one (a checkpoint directory, an action, or a "
+                "policy server's address)"
+            )
         detector = self.floor_operator.detector
         if detector.startswith("critic") and self.critic is None:
             raise ValueError(f"floor_operator.detector: {detector!r} needs critic (a critic checkpoint directory)")

@@ -35,8 +35,9 @@ class GuidedChunks(PolicyChunks):
         reguide_dir: Path,
         compile_backbone: bool = False,
         loaded: tuple[Policy, SentenceEmbedder] | None = None,
+        device: str = "auto",
     ) -> None:
-        super().__init__(checkpoint, compile_backbone, loaded)
+        super().__init__(checkpoint, compile_backbone, loaded, device)
         self.reguide = ReGuide.load(reguide_dir)
         key = policy_state_key(self.policy)
         if key != self.reguide.state_key:

@@ -32,7 +32,7 @@ from vla_recover.fleet.backends import SlotContext
 from vla_recover.fleet.config import FleetConfig
 from vla_recover.fleet.episode import AttemptBuffer
 from vla_recover.fleet.failures import Failure, FailureWatch, failure_report
-from vla_recover.fleet.inference import ChunkSource, ConstantChunks, PolicyChunks
+from vla_recover.fleet.inference import ChunkSource, chunk_source
 from vla_recover.fleet.operator_api import OperatorAPI
 from vla_recover.fleet.progress import CriticRater, GateRater
 from vla_recover.fleet.recorder import FleetRecorder
@@ -63,15 +63,13 @@ class FleetManager(OperatorAPI):
         self.ledger = EffortLedger()
         self.gate = ActionGate(self.action_dim, config.policy_action_tolerance, self.ledger, self.event)
         self.leases = LeaseManager(config.lease_ttl_s, clock=self.now)
-        self.source: ChunkSource = source or (
-            ConstantChunks(config.constant_action)
-            if config.constant_action is not None
-            else PolicyChunks(config.policy, config.compile_policy)
-        )
+        self.source: ChunkSource = source or chunk_source(config)
         self.autonomous_actor: str = getattr(self.source, "actor", "policy")  # "guided" for a guided source
         recorded = [f"obs.{key}" for key in self.source.obs_keys]
         self.critic = (
-            CriticRater(config.critic, recorded, config.critic_done_threshold) if config.critic is not None else None
+            CriticRater(config.critic, recorded, config.critic_done_threshold, config.device)
+            if config.critic is not None
+            else None
         )
         self.gate_rater = GateRater(config.gate, recorded) if config.gate is not None else None
         self.recorder = FleetRecorder(config.store, config.store_every_s)

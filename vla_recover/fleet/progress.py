@@ -24,12 +24,18 @@ class CriticRater:
     forward."""
 
     def __init__(
-        self, directory: str | Path, recorded_keys: Sequence[str], done_threshold: float | None = None
+        self,
+        directory: str | Path,
+        recorded_keys: Sequence[str],
+        done_threshold: float | None = None,
+        device: str = "cpu",
     ) -> None:
+        """``device``: a device name (`vla_recover.devices`), resolved here."""
         from vla_recover.critic.kinds import load_critic
+        from vla_recover.devices import resolve_device
 
         self.directory, self.done_threshold = Path(directory), done_threshold
-        self.critic = load_critic(self.directory)
+        self.critic = load_critic(self.directory, resolve_device(device, "device"))
         if done_threshold is not None and not self.critic.has_done_head:
             raise ValueError(
                 f"critic_done_threshold: the critic at {self.directory} has no done head (train it with done_head)"

@@ -1,7 +1,9 @@
 """Sim workers as Ray actors (``backend: ray``), so one fleet can span the machines of a Ray cluster.
 
 Same requests and replies as the process backend (the actor wraps the same `SimWorkerCore`); a dead actor surfaces
-as `WorkerDied`, so the fleet's fault handling is unchanged. An actor paints its robot's view for the console as a
+as `WorkerDied`, so the fleet's fault handling is unchanged. Actors are spread over the cluster's nodes (Ray's SPREAD
+strategy), so a lost node faults only the robots it ran: their episodes so far are committed as aborted, and each
+robot restarts in a new actor on a node that is still there. An actor paints its robot's view for the console as a
 worker process does, after its reply (`vla_recover.fleet.views`), where it shares the fleet's view folder: on the
 console's machine, or on another with that folder on a shared filesystem (elsewhere it finds no view wanted and
 paints nothing). Needs the ``ray`` extra.
@@ -42,6 +44,9 @@ class _SimWorkerActor:
     def paint(self) -> None:
         self.core.paint()
 
+    def node(self) -> str:
+        return str(_ray().get_runtime_context().get_node_id())
+
 
 class RayWorkerHandle(Worker):
     """The fleet's end of one Ray actor."""
@@ -57,12 +62,17 @@ class RayWorkerHandle(Worker):
 
     def start(self) -> None:
         ray = _ray()
-        self._actor = ray.remote(num_cpus=0.5, max_restarts=0)(_SimWorkerActor).remote(self.spec, self.robot)
+        actor = ray.remote(num_cpus=0.5, max_restarts=0, scheduling_strategy="SPREAD")(_SimWorkerActor)
+        self._actor = actor.remote(self.spec, self.robot)
         self._pending = None
 
     @property
     def pid(self) -> int:
         return int(self.call("pid"))
+
+    def node(self, timeout: float = 30.0) -> str:
+        """The id of the Ray node the actor runs on."""
+        return str(_ray().get(self._actor.node.remote(), timeout=timeout))
 
     def send(self, *request: Any) -> None:
         if self._actor is None:

@@ -48,13 +48,14 @@ def evaluate_on_seeds(
     seeds: list[int],
     batch: int,
     action_tolerance: float,
+    device: str = "cpu",
     on_batch: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """A saved policy's success on ``seeds``, run as the fleet runs it (its action tolerance)."""
+    """A saved policy's success on ``seeds``, run as the fleet runs it (its action tolerance, its device)."""
     from vla_recover.evaluate import evaluate_policy
     from vla_recover.policies.common.checkpoint import load_policy
 
-    policy, embedder, _ = load_policy(policy_dir)
+    policy, embedder, _ = load_policy(policy_dir, device)
     return evaluate_policy(
         policy, embedder, task, seeds, batch, task_config, on_batch=on_batch, action_tolerance=action_tolerance
     )

@@ -92,6 +92,7 @@ def oracle_round(
     batch: int,
     action_tolerance: float,
     tags: dict[str, Any],
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Roll the policy out on ``seeds`` and store the expert's branches from its chunk boundaries (tagged with
     ``tags``); return their ids, counts and the policy's outcomes."""
@@ -99,7 +100,7 @@ def oracle_round(
     from vla_recover.policies.common.checkpoint import load_policy
 
     name = resolve_task_name(task)
-    policy, embedder, _ = load_policy(policy_dir)
+    policy, embedder, _ = load_policy(policy_dir, device)
     stride, horizon = policy.config.action_exec, policy.config.action_horizon
     branchers: list[_Brancher] = []
 

@@ -320,11 +320,13 @@ class LoopRun:
         cfg = self.config.evaluation
         return list(range(cfg.seed, cfg.seed + cfg.episodes))
 
-    def _evaluation_args(self, seeds: list[int]) -> tuple[str, Any, list[int], int, float]:
+    def _evaluation_args(self, seeds: list[int]) -> tuple[str, Any, list[int], int, float, str]:
         """evaluate_on_seeds' arguments after the policy."""
         # the fleet's action tolerance: evaluation runs the policy as the fleet does
-        tolerance = self.config.fleet_config(self.store_path, self.dir, 0, {}).policy_action_tolerance
-        return self.config.task, self.config.task_config, seeds, self.config.evaluation.batch, tolerance
+        # and on the fleet's device: the policy is judged as the fleet runs it
+        fleet = self.config.fleet_config(self.store_path, self.dir, 0, {})
+        evaluation = self.config.evaluation.batch, fleet.policy_action_tolerance, fleet.device
+        return self.config.task, self.config.task_config, seeds, *evaluation
 
     def _evaluate(self, policy_dir: str, seeds: list[int] | None = None) -> dict[str, Any]:
         """Success on ``seeds``; by default the promotion seeds."""
@@ -345,7 +347,8 @@ class LoopRun:
             critic = self._critic_dir(round_index - 1)
         checkpoint = Checkpoint.open(policy_dir)
         fleet_config = self.config.fleet_config(self.store_path, checkpoint.path, round_index, tags, critic)
-        source = self._guided_source(round_index, checkpoint) if self.config.loop_method.guided else None
+        guided = self.config.loop_method.guided
+        source = self._guided_source(round_index, checkpoint, fleet_config.device) if guided else None
         manager = build_fleet(fleet_config, source)
 
         def on_tick(fleet: Any) -> None:
@@ -386,10 +389,10 @@ class LoopRun:
         return oracle_round(
             Path(policy_dir), cfg.task, cfg.task_config, list(range(fleet.seed, fleet.seed + episodes)),
             cfg.oracle.expert, self.store_path, cfg.evaluation.batch, fleet.policy_action_tolerance,
-            {"loop_round": round_index, "loop_attempt": self.attempt},
+            {"loop_round": round_index, "loop_attempt": self.attempt}, fleet.device,
         )  # fmt: skip
 
-    def _guided_source(self, round_index: int, checkpoint: Checkpoint) -> Any:
+    def _guided_source(self, round_index: int, checkpoint: Checkpoint, device: str) -> Any:
         """ReGuide for this round: dynamics and phase targets from every finished step's data so far."""
         from vla_recover.config import validate_config
         from vla_recover.fleet.guided import GuidedChunks
@@ -403,7 +406,7 @@ class LoopRun:
         with EpisodeStore(self.store_path) as store:
             reguide = build_reguide(store, policy, config, episode_ids=ids)
         directory = reguide.save(self.dir / "reguide" / f"round_{round_index}")
-        return GuidedChunks(checkpoint, directory, loaded=(policy, embedder))
+        return GuidedChunks(checkpoint, directory, loaded=(policy, embedder), device=device)
 
     def _critic_dir(self, round_index: int) -> Path:
         return self.dir / "critics" / f"round_{round_index}"

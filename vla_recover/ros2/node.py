@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from vla_recover.config import FrozenConfig
+from vla_recover.devices import DEVICE_HELP, DeviceName
 from vla_recover.hardware.safety import SafetyConfig, SafetyFilter
 from vla_recover.ros2 import idl
 from vla_recover.ros2.commands import CommandType, command_struct, joint_command
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 class NodeConfig(FrozenConfig):
     joint_names: list[str] = Field(min_length=1, description="the joints of obs.state, in order")
+    device: DeviceName = Field(default="auto", description=f"where the policy runs: {DEVICE_HELP}")
     joint_states_topic: str = Field(
         default="/joint_states",
         description="sensor_msgs/JointState in: the joint positions the policy reads and the watchdog waits on",

@@ -21,11 +21,15 @@ from safetensors.torch import load_file, save_file
 
 from vla_recover.config import FrozenConfig, validate_nested
 from vla_recover.data import EpisodeStore, WindowSampler, WindowSpec
+from vla_recover.devices import DEVICE_HELP, DeviceName, autocast, resolve_device
 from vla_recover.policies import POLICIES, Policy, build_policy
 from vla_recover.policies.common.checkpoint import save_policy
 from vla_recover.policies.common.ema import EMA
 from vla_recover.policies.common.encoders import SentenceEmbedder
+from vla_recover.policies.common.optim import make_optimizer
 from vla_recover.train.dataset import DatasetConfig, build_step_weights, with_failures
+from vla_recover.train.distributed import gather_states, global_share, mean_over_ranks, rank_seed, start_ranks
+from vla_recover.train.prefetch import Prefetcher
 
 __all__ = ["TrainConfig", "Trainer", "make_optimizer"]
 
@@ -70,7 +74,9 @@ class TrainConfig(FrozenConfig):
         description="fine-tune: start from this policy checkpoint (weights and normalisation) instead of scratch",
     )
     steps: int = Field(default=3000, ge=1, le=10_000_000, description="gradient steps in all")
-    batch_size: int = Field(default=256, ge=1, le=65_536, description="windows per gradient step")
+    batch_size: int = Field(
+        default=256, ge=1, le=65_536, description="windows per gradient step, over all processes under torchrun"
+    )
     lr: float = Field(
         default=3e-4, gt=0.0, le=1.0, description="AdamW's peak learning rate: linear warm-up to it, cosine decay to 0"
     )
@@ -93,6 +99,13 @@ class TrainConfig(FrozenConfig):
     eval_episodes: int = Field(default=20, ge=1, description="episodes per evaluation, one per seed from eval_seed")
     eval_seed: int = Field(default=100_000, ge=0, description="first held-out seed")
     threads: int = Field(default=0, ge=0, description="torch CPU threads; 0: torch's default")
+    device: DeviceName = Field(default="auto", description=f"where the policy trains: {DEVICE_HELP}")
+    bf16: bool = Field(
+        default=False, description="bfloat16 autocast for the forward and loss on CUDA (the CPU and MPS ignore it)"
+    )
+    prefetch: int = Field(
+        default=2, ge=0, le=64, description="batches a background thread draws ahead of the device (0: in line)"
+    )
     compile: bool = Field(default=False, description="torch.compile the denoiser: ~1 min once, then faster steps")
 
     @model_validator(mode="after")
@@ -126,14 +139,16 @@ def _generator_config(policy: Policy) -> Any:
     return policy.config.model_copy(update={"failure_guidance": None, "recovery": None})
 
 
-def make_optimizer(policy: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    """AdamW as every policy trains with it; the fused kernel saves ~5% of a CPU training step."""
-    return torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.95, 0.999), fused=True)
-
-
 class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
+        # refused here, before any data is read, when it is not there; under torchrun, each rank's share of it
+        self.ranks, self.device = start_ranks(resolve_device(config.device))
+        if config.batch_size % self.ranks.world:
+            raise ValueError(
+                f"batch_size: {config.batch_size} does not split evenly over the {self.ranks.world} processes "
+                "(it is the global batch)"
+            )
         if config.threads:
             torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
@@ -171,7 +186,7 @@ class Trainer:
             segment_kinds=select.segment_kinds,
             segment_source=select.segment_source,
             step_weights=weights,
-            seed=config.seed,
+            seed=rank_seed(config.seed, self.ranks.rank),
         )
         if len(self.sampler) == 0:
             raise ValueError(f"select: no step of {config.data} passes the selection {select.model_dump()}")
@@ -184,6 +199,7 @@ class Trainer:
         self.recovery: np.ndarray | None = None  # per stored step: trains the recovery head (human corrections)
         if self.policy.recovery_gate is not None:
             self.recovery = self._train_recovery_gate()
+        self.policy.to(self.device)
         self.embedder = SentenceEmbedder()
         self._episode_embedding: np.ndarray | None = None
         if policy_cls_config.use_language:
@@ -195,8 +211,26 @@ class Trainer:
         self.ema = EMA(self.policy, power=config.ema_power) if config.ema else None
         if config.compile:  # after the EMA copy: the average stays a plain module
             self.policy.compile_backbone()
+        self.model = self._model_to_call()
         self.step = 0
         self.history: list[dict[str, float]] = []
+        self._batches = Prefetcher(self._host_batch, lambda: self.sampler.rng.bit_generator.state, config.prefetch)
+
+    def _model_to_call(self) -> torch.nn.Module:
+        """What a step calls: the policy, or DDP around it under torchrun."""
+        if not self.ranks.distributed:
+            return self.policy
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(
+            self.policy,
+            device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            broadcast_buffers=False,  # normalisation statistics: fitted on the same rows by every rank
+            find_unused_parameters=bool(self.policy._generators()[1:]),  # a second generator without its rows
+        )
+        if self.ranks.rank:  # each rank's own training noise; rank 0 keeps one process's stream
+            torch.manual_seed(rank_seed(self.config.seed, self.ranks.rank))
+        return model
 
     def _load_initial(self, directory: Path) -> None:
         """Fine-tuning keeps the checkpoint's normalisation: the data it saw defines the policy's action space."""
@@ -254,7 +288,22 @@ class Trainer:
         return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
     def _batch(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        raw = self.sampler.sample(self.config.batch_size)
+        """The next batch on the training device."""
+        batch, weights = self._batches.next()
+        if self.device.type == "cpu":
+            return batch, weights
+        move = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+        return move, weights.to(self.device, non_blocking=True)
+
+    def _host_batch(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The next batch in host memory (pinned for CUDA, so the copy overlaps the step)."""
+        batch, weights = self._draw_batch()
+        if self.device.type == "cuda":
+            return {k: v.pin_memory() for k, v in batch.items()}, weights.pin_memory()
+        return batch, weights
+
+    def _draw_batch(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        raw = self.sampler.sample(self.config.batch_size // self.ranks.world)
         batch = {k: torch.as_tensor(v) for k, v in raw.items() if k not in ("weight", "episode", "index")}
         if self.failure is not None:
             batch["failure"] = torch.as_tensor(self.failure[raw["index"]])
@@ -277,7 +326,8 @@ class Trainer:
         batch, weights = self._batch()
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr_at(self.step)
-        loss = self.policy.compute_loss(batch, weights)
+        with autocast(self.device, self.config.bf16):
+            loss = global_share(self.model(batch, weights), len(weights), self.ranks)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.grad_clip)
@@ -293,10 +343,11 @@ class Trainer:
         evaluate: Callable[[Policy, SentenceEmbedder], dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Train to ``config.steps``, logging, checkpointing and evaluating on the way. Returns the final record."""
-        cfg = self.config
-        cfg.out.mkdir(parents=True, exist_ok=True)
-        (cfg.out / "weights.json").write_text(json.dumps(self.weight_stats, indent=1))
-        metrics = (cfg.out / "metrics.jsonl").open("a")
+        cfg, main = self.config, self.ranks.main
+        if main:
+            cfg.out.mkdir(parents=True, exist_ok=True)
+            (cfg.out / "weights.json").write_text(json.dumps(self.weight_stats, indent=1))
+        metrics = (cfg.out / "metrics.jsonl").open("a") if main else None
         start = time.perf_counter()
         window: list[float] = []
         try:
@@ -307,20 +358,26 @@ class Trainer:
                     on_step(self.step, loss)
                 record: dict[str, Any] = {}
                 if self.step % cfg.log_every == 0 or self.step == cfg.steps:
-                    record = {"step": self.step, "loss": float(np.mean(window)), "lr": self.lr_at(self.step - 1)}
+                    loss = mean_over_ranks(float(np.mean(window)), self.ranks, self.device)
+                    record = {"step": self.step, "loss": loss, "lr": self.lr_at(self.step - 1)}
                     record["samples_per_s"] = cfg.batch_size * len(window) / max(time.perf_counter() - start, 1e-9)
                     window, start = [], time.perf_counter()
-                if evaluate is not None and cfg.eval_every and self.step % cfg.eval_every == 0:
+                if main and evaluate is not None and cfg.eval_every and self.step % cfg.eval_every == 0:
                     record = {"step": self.step, **record, **evaluate(self.inference_policy, self.embedder)}
                 if record:
                     self.history.append(record)
+                if record and metrics is not None:
                     metrics.write(json.dumps(record) + "\n")
                     metrics.flush()
                 if self.step % cfg.save_every == 0 or self.step == cfg.steps:
                     self.save_checkpoint()
         finally:
-            metrics.close()
+            if metrics is not None:
+                metrics.close()
+            self._batches.close()
         final: dict[str, Any] = {"step": self.step}
+        if not main:
+            return final
         if evaluate is not None:
             final.update(evaluate(self.inference_policy, self.embedder))
             with (cfg.out / "metrics.jsonl").open("a") as f:
@@ -341,23 +398,34 @@ class Trainer:
 
     # -- checkpoints -------------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
+        """Rank 0 writes every rank's state; every rank must call it (their random states are gathered)."""
         directory = self.config.out / "checkpoints" / f"step_{self.step:08d}"
+        own = {"sampler": self._batches.state(), "torch": torch.get_rng_state()}
+        if self.device.type == "cuda":  # the training noise is drawn on the device
+            own["cuda"] = torch.cuda.get_rng_state(self.device)
+        states = gather_states(own, self.ranks)
+        if not self.ranks.main:
+            return directory
         self.save_policy(directory / "policy")
-        tensors = {f"model.{k}": v.detach().clone().contiguous() for k, v in self.policy.state_dict().items()}
+        tensors = {f"model.{k}": _host(v) for k, v in self.policy.state_dict().items()}
         if self.ema is not None:
-            tensors.update(
-                {f"ema.{k}": v.detach().clone().contiguous() for k, v in self.ema.model.state_dict().items()}
-            )
+            tensors.update({f"ema.{k}": _host(v) for k, v in self.ema.model.state_dict().items()})
         optimizer_state = self.optimizer.state_dict()
         for index, state in optimizer_state["state"].items():
             for name, value in state.items():
-                tensors[f"optimizer.{index}.{name}"] = torch.as_tensor(value).clone().contiguous()
-        tensors["torch_rng"] = torch.get_rng_state()
+                tensors[f"optimizer.{index}.{name}"] = _host(torch.as_tensor(value))
+        for rank, state in enumerate(states):  # rank 0's under the names one process uses
+            prefix = f"rank{rank}." if rank else ""
+            tensors[f"{prefix}torch_rng"] = state["torch"]
+            if "cuda" in state:
+                tensors[f"{prefix}cuda_rng"] = state["cuda"]
         save_file(tensors, str(directory / "train_state.safetensors"))
         meta = {
             "step": self.step,
             "ema_step": self.ema.step if self.ema is not None else 0,
-            "sampler_rng": self.sampler.rng.bit_generator.state,
+            "sampler_rng": states[0]["sampler"],
+            "ranks": self.ranks.world,
+            "sampler_rng_by_rank": [state["sampler"] for state in states[1:]],
             "param_groups": optimizer_state["param_groups"],
             "config": self.config.model_dump(mode="json"),
         }
@@ -375,6 +443,12 @@ class Trainer:
         directory = Path(directory)
         tensors = load_file(str(directory / "train_state.safetensors"))
         meta = json.loads((directory / "train_state.json").read_text())
+        saved_by = meta.get("ranks", 1)
+        if saved_by != self.ranks.world:
+            raise ValueError(
+                f"resume: {directory} was saved by {saved_by} process(es) and this run has {self.ranks.world}; "
+                "resume with as many, or start a new run directory"
+            )
         self.policy.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
         if self.ema is not None:
             self.ema.model.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("ema.")})
@@ -385,7 +459,17 @@ class Trainer:
                 _, index, name = key.split(".", 2)
                 state.setdefault(int(index), {})[name] = value
         self.optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-        torch.set_rng_state(tensors["torch_rng"])
-        self.sampler.rng.bit_generator.state = meta["sampler_rng"]
+        rank = self.ranks.rank
+        prefix = f"rank{rank}." if rank else ""
+        torch.set_rng_state(tensors[f"{prefix}torch_rng"])
+        if f"{prefix}cuda_rng" in tensors and self.device.type == "cuda":
+            torch.cuda.set_rng_state(tensors[f"{prefix}cuda_rng"], self.device)
+        self._batches.close()  # what was drawn ahead came from the state being replaced
+        self.sampler.rng.bit_generator.state = meta["sampler_rng_by_rank"][rank - 1] if rank else meta["sampler_rng"]
         self.step = meta["step"]
         return True
+
+
+def _host(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy in CPU memory, as safetensors writes it."""
+    return tensor.detach().to("cpu", copy=True).contiguous()

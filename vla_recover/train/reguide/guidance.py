@@ -140,15 +140,16 @@ class ReGuide:
         n_steps = getattr(policy.config, "inference_steps", None)
         if not isinstance(n_steps, int):
             raise ValueError(f"policy.config.inference_steps: got {n_steps!r}; ReGuide needs an iterative sampler")
-        states = torch.as_tensor(batch[self.state_key], dtype=torch.float32)[:, -1]
+        self._modules().to(policy.device)  # the hook runs inside the policy's sampling, on its device
+        states = torch.as_tensor(batch[self.state_key], dtype=torch.float32)[:, -1].to(policy.device)
         z_now = self.latent(states)
         phase, _, active = self.drift(z_now)
         plain = policy.predict_chunk(batch, seed=seed)
+        mask = active.cpu().numpy()
         hook = self.hook(z_now, phase, active, n_steps, policy.normalizer)
         if hook is None:
-            return plain, active.numpy()
+            return plain, mask
         guided = policy.predict_chunk(batch, seed=seed, hook=hook)
-        mask = active.numpy()
         return np.where(mask[:, None, None], guided, plain), mask
 
     # -- persistence ------------------------------------------------------------------------------------------------

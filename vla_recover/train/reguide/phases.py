@@ -171,7 +171,7 @@ class PhaseTargets(nn.Module):
 
     def _rows(self, phase: int | torch.Tensor, batch: int) -> torch.Tensor:
         """Buffer rows (B,) of phase ids given as one int or a (B,) tensor."""
-        phase = torch.as_tensor(phase, dtype=torch.int64).expand(batch).contiguous()
+        phase = torch.as_tensor(phase, dtype=torch.int64, device=self.phase_ids.device).expand(batch).contiguous()
         rows = torch.searchsorted(self.phase_ids, phase).clamp_max(len(self.phase_ids) - 1)
         unknown = self.phase_ids[rows] != phase
         if unknown.any():
