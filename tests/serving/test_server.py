@@ -130,3 +130,17 @@ def test_a_fleet_driven_through_the_server_executes_what_evaluation_executes(
     assert sorted(stored) == SEEDS
     for seed in SEEDS:
         np.testing.assert_allclose(stored[seed], expected[seed], atol=1e-4, err_msg=f"seed {seed}")
+
+
+def test_a_robot_node_takes_its_policy_from_the_server(served: str) -> None:
+    from typer.testing import CliRunner
+
+    from vla_recover.cli.main import app
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "ros2" / "so101.yaml"
+    command = ["ros2", "serve", "--remote", served, "--config", str(config)]
+    result = CliRunner().invoke(app, command, env={TOKEN_ENV: TOKEN})
+    assert result.exit_code == 2  # the served LiftCube policy does not fit the arm, as a local one would not
+    assert "joint_names: 6 joints, but the policy reads a state of 19 and writes actions of 5" in result.output
+    both = CliRunner().invoke(app, [*command, "--policy", "runs/x"], env={TOKEN_ENV: TOKEN})
+    assert both.exit_code == 2 and "policy / remote: give exactly one" in both.output

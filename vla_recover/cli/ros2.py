@@ -19,8 +19,12 @@ ros2_app = typer.Typer(help="Run a policy on a robot over ROS 2.", no_args_is_he
 
 @ros2_app.command("serve")
 def serve(
-    policy: Annotated[Path, typer.Option(help="policy checkpoint directory")],
     config: Annotated[Path, typer.Option(help="node YAML (configs/ros2/*.yaml)")],
+    policy: Annotated[Path | None, typer.Option(help="policy checkpoint directory")] = None,
+    remote: Annotated[
+        str | None,
+        typer.Option(help="instead of --policy: a policy server's http://HOST:PORT (token in VLA_RECOVER_SERVE_TOKEN)"),
+    ] = None,
     domain_id: Annotated[
         int | None, typer.Option(help="ROS_DOMAIN_ID (default: the environment's, else 0)", min=0, max=232)
     ] = None,
@@ -29,20 +33,30 @@ def serve(
     transport: Annotated[str, typer.Option(help="auto (rclpy when installed, else dds), rclpy or dds")] = "auto",
 ) -> None:
     """Subscribe joint states, cameras, instruction and e-stop; publish commands and diagnostics."""
-    from vla_recover.fleet.inference import PolicyChunks
+    from vla_recover.fleet.inference import PolicyChunks, RemoteChunks
     from vla_recover.ros2.node import PolicyNode, load_node_config
     from vla_recover.ros2.transport import make_transport
 
     with user_errors():
         node_config = load_node_config(config)
-        if not (policy / "config.json").is_file():
-            raise FileNotFoundError(f"policy: {policy} is not a policy checkpoint (no config.json)")
-        source = PolicyChunks(policy, device=node_config.device)
-        state_dim = source.policy.shapes.get(source.policy.config.state_key or "", (len(node_config.joint_names),))[0]
-        if state_dim != len(node_config.joint_names) or source.policy.action_dim != len(node_config.joint_names):
+        if (policy is None) == (remote is None):
+            raise ValueError("policy / remote: give exactly one (a checkpoint directory or a policy server's URL)")
+        joints = len(node_config.joint_names)
+        source: PolicyChunks | RemoteChunks
+        if remote is not None:
+            source = RemoteChunks(remote)
+            state_dim, action_dim = source.state_dim or joints, source.action_dim
+        else:
+            assert policy is not None
+            if not (policy / "config.json").is_file():
+                raise FileNotFoundError(f"policy: {policy} is not a policy checkpoint (no config.json)")
+            source = PolicyChunks(policy, device=node_config.device)
+            state_dim = source.policy.shapes.get(source.policy.config.state_key or "", (joints,))[0]
+            action_dim = source.policy.action_dim
+        if state_dim != joints or action_dim != joints:
             raise ValueError(
-                f"joint_names: {len(node_config.joint_names)} joints, but the policy reads a state of {state_dim} "
-                f"and writes actions of {source.policy.action_dim}"
+                f"joint_names: {joints} joints, but the policy reads a state of {state_dim} and writes actions of "
+                f"{action_dim}"
             )
         node = PolicyNode(
             node_config, source, make_transport(transport, "vla_recover_policy_node", domain_id, dds_config)

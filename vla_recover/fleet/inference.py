@@ -121,6 +121,9 @@ class RemoteChunks:
         self.use_language = bool(info["use_language"])
         self.version = str(info["version"])  # the served checkpoint's id, updated from every reply
         self.max_rows = int(info["max_rows"])
+        self.action_dim = int(info["action_dim"])
+        state = info["inputs"].get("obs.state")  # None for a policy that reads images only
+        self.state_dim: int | None = int(state["shape"][-1]) if state else None
         self._calls = 0
 
     def predict(
