@@ -26,17 +26,20 @@ from typing import Any
 
 import numpy as np
 
+from vla_recover.loop.config import LoopConfig
 from vla_recover.policies import build_policy
 from vla_recover.policies.common.checkpoint import save_policy
 from vla_recover.serving.client import PolicyClient
 from vla_recover.serving.launch import policy_server
 
 STATE_DIM, ACTION_DIM = 19, 4  # LiftCube's, as the quickstart's policy reads and writes them
-QUICKSTART_POLICY = {"down_dims": [32, 64, 128], "action_horizon": 16, "obs_horizon": 2, "action_exec": 8}
+QUICKSTART_TRAIN = LoopConfig().base_train  # the embedded default's base policy: architecture and sampling steps
 
 
 def quickstart_checkpoint(directory: Path) -> Path:
-    policy = build_policy("flow", QUICKSTART_POLICY, {"obs.state": (STATE_DIM,)}, ACTION_DIM)
+    policy = build_policy(
+        QUICKSTART_TRAIN["policy"], QUICKSTART_TRAIN["policy_config"], {"obs.state": (STATE_DIM,)}, ACTION_DIM
+    )
     rng = np.random.default_rng(0)
     policy.fit_normalizer({"obs.state": rng.normal(size=(100, STATE_DIM)), "action": rng.uniform(-1, 1, (100, 4))})
     return save_policy(policy, directory / "policy")

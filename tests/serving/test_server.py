@@ -9,7 +9,9 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,20 +35,28 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def served(wild_policy: Path) -> Iterator[str]:  # noqa: F811
-    """The wild LiftCube policy served on loopback (1 MiB body limit), its URL."""
-    port = _free_port()
-    server = PolicyServer(wild_policy, ServeConfig(TOKEN, "cpu", max_wait_ms=20.0, max_body_bytes=2**20))
+@contextmanager
+def _serving(policy: Path, port: int) -> Iterator[str]:
+    """``policy`` served on loopback ``port`` from a thread (1 MiB body limit) until the block ends; its URL."""
+    server = PolicyServer(policy, ServeConfig(TOKEN, "cpu", max_wait_ms=20.0, max_body_bytes=2**20))
     uvicorn_server = uvicorn.Server(uvicorn.Config(build_app(server), "127.0.0.1", port, log_level="warning"))
     thread = threading.Thread(target=uvicorn_server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
     while not uvicorn_server.started and time.monotonic() < deadline:
         time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    uvicorn_server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        uvicorn_server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def served(wild_policy: Path) -> Iterator[str]:  # noqa: F811
+    """The wild LiftCube policy served on loopback, its URL."""
+    with _serving(wild_policy, _free_port()) as url:
+        yield url
 
 
 def _windows(rows: int, seed: int) -> list[deque[dict[str, np.ndarray]]]:
@@ -144,3 +154,47 @@ def test_a_robot_node_takes_its_policy_from_the_server(served: str) -> None:
     assert "joint_names: 6 joints, but the policy reads a state of 19 and writes actions of 5" in result.output
     both = CliRunner().invoke(app, [*command, "--policy", "runs/x"], env={TOKEN_ENV: TOKEN})
     assert both.exit_code == 2 and "policy / remote: give exactly one" in both.output
+
+
+def test_a_server_gone_for_less_than_the_timeout_is_waited_for_and_one_gone_longer_is_named(
+    wild_policy: Path,  # noqa: F811
+) -> None:
+    port, windows = _free_port(), _windows(2, 0)
+    with _serving(wild_policy, port) as url:
+        remote = RemoteChunks(url, token=TOKEN, timeout_s=1.5)
+        before = remote.predict(windows, [""] * 2, [1, 2])
+    restarted = threading.Timer(0.5, lambda: stack.enter_context(_serving(wild_policy, port)))
+    with ExitStack() as stack:
+        restarted.start()  # a server restarting (a new checkpoint promoted) while the fleet asks
+        assert np.array_equal(remote.predict(windows, [""] * 2, [1, 2]), before)
+        restarted.join()
+    with pytest.raises(ServerError, match=rf"http://127.0.0.1:{port}/v1/chunks: .* \(unreachable for 1.5 s\)"):
+        remote.predict(windows, [""] * 2, [1, 2])
+
+
+def test_a_fleet_whose_server_is_gone_stops_with_its_name_and_keeps_its_episodes(
+    wild_policy: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    with ExitStack() as server:
+        url = server.enter_context(_serving(wild_policy, _free_port()))
+        config = validate_config(
+            FleetConfig,
+            {"task": "LiftCube", "task_config": {"horizon": HORIZON}, "robots": 2, "episodes": 50,
+             "inference": {"remote": url, "timeout_s": 0.5}, "store": str(tmp_path / "store"),
+             "floor_operator": {"enabled": False}, "teleoperator": {"enabled": False}},
+        )  # fmt: skip
+
+        def stop_serving_after_two_episodes(fleet: Any) -> None:
+            if sum(fleet.ledger.episodes.values()) >= 2:
+                server.close()  # idempotent: the server is gone from here on
+
+        with pytest.raises(ServerError, match=r"/v1/chunks: .* \(unreachable for 0.5 s\)"):
+            build_fleet(config).run(progress=stop_serving_after_two_episodes)
+    with EpisodeStore(tmp_path / "store") as store:
+        episodes = store.episodes()
+        assert len(episodes) >= 2
+        for row in episodes:  # whole episodes, each with its own seed
+            assert len(store.episode(row.id)["action"]) == row.length

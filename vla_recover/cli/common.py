@@ -19,6 +19,7 @@ from rich.progress import (
 from vla_recover.config import ConfigError
 from vla_recover.hardware.robot import RobotError
 from vla_recover.registry import UnknownNameError
+from vla_recover.serving.client import ServerError
 
 __all__ = ["console", "progress_bar", "user_errors"]
 
@@ -33,7 +34,8 @@ def user_errors() -> Iterator[None]:
         yield
     except (ConfigError, UnknownNameError, ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
             IsADirectoryError, PermissionError,  # a path the user gave that cannot be used
-            RobotError) as exc:  # fmt: skip  # an arm the config names that cannot be reached
+            RobotError,  # an arm the config names that cannot be reached
+            ServerError) as exc:  # fmt: skip  # a policy server that cannot be reached or refuses the requests
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(code=2) from None
 

@@ -98,7 +98,13 @@ class RemoteInference(FrozenConfig):
     remote: str = Field(
         pattern=r"^http://[^/\s]+$", description="the policy server, http://HOST:PORT (loopback, or a trusted network)"
     )
-    timeout_s: float = Field(default=10.0, gt=0.0, le=600.0, description="a request unanswered this long fails")
+    timeout_s: float = Field(
+        default=10.0,
+        gt=0.0,
+        le=600.0,
+        description="a request unanswered this long fails; a server unreachable this long (starting, restarting) "
+        "stops the fleet",
+    )
 
 
 class FleetConfig(FrozenConfig):

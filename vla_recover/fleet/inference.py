@@ -112,6 +112,7 @@ class RemoteChunks:
         from vla_recover.serving.client import PolicyClient
 
         self.client = PolicyClient(url, token, timeout_s)
+        self.timeout_s = timeout_s  # also how long a server may be gone (restarting) before the fleet stops
         info = self.client.info(wait_s=timeout_s)  # a fleet may start beside its server
         self.obs_horizon, self.action_exec = int(info["obs_horizon"]), int(info["action_exec"])
         self.action_horizon = int(info["action_horizon"])
@@ -139,7 +140,8 @@ class RemoteChunks:
         for start in range(0, len(windows), self.max_rows):  # a fleet larger than a request's row limit
             rows = slice(start, start + self.max_rows)
             texts = instructions[rows] if self.use_language else None
-            actions, meta = self.client.chunks({k: v[rows] for k, v in arrays.items()}, list(seeds[rows]), texts)
+            inputs = {k: v[rows] for k, v in arrays.items()}
+            actions, meta = self.client.chunks(inputs, list(seeds[rows]), texts, wait_s=self.timeout_s)
             self.version = meta.get("version", self.version)
             parts.append(actions)
         return np.concatenate(parts)

@@ -44,28 +44,37 @@ class PolicyClient:
     def info(self, wait_s: float = 0.0) -> dict[str, Any]:
         """What the served policy reads and writes (``GET /v1/info``); ``wait_s``: how long to keep trying a server
         that does not answer yet (one starting up)."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                body = self._call("GET", "/v1/info", None, {})
-                break
-            except ServerError as exc:
-                if exc.status is not None or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.2)
-        result: dict[str, Any] = json.loads(body)
+        result: dict[str, Any] = json.loads(self._call("GET", "/v1/info", None, {}, wait_s))
         return result
 
     def chunks(
-        self, inputs: dict[str, np.ndarray], seeds: list[int], instructions: list[str] | None = None
+        self,
+        inputs: dict[str, np.ndarray],
+        seeds: list[int],
+        instructions: list[str] | None = None,
+        wait_s: float = 0.0,
     ) -> tuple[np.ndarray, dict[str, str]]:
         """Action chunks (B, H, A) for B observation windows, one seed each, and the reply's metadata (``version``,
-        ``batch``)."""
+        ``batch``); ``wait_s``: how long to keep trying a server that cannot be reached (one restarting)."""
         body = encode_request(inputs, seeds, instructions)
-        reply = self._call("POST", "/v1/chunks", body, {"Content-Type": "application/octet-stream"})
+        reply = self._call("POST", "/v1/chunks", body, {"Content-Type": "application/octet-stream"}, wait_s)
         return decode_reply(reply)
 
-    def _call(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> bytes:
+    def _call(self, method: str, path: str, body: bytes | None, headers: dict[str, str], wait_s: float = 0.0) -> bytes:
+        """One request; a server that cannot be reached is tried again until ``wait_s`` has passed, a refusal is
+        raised at once."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return self._call_once(method, path, body, headers)
+            except ServerError as exc:
+                if exc.status is not None or time.monotonic() >= deadline:
+                    if exc.status is None and wait_s > 0:
+                        raise ServerError(f"{exc} (unreachable for {wait_s:g} s)") from exc
+                    raise
+                time.sleep(0.2)
+
+    def _call_once(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> bytes:
         for attempt in (0, 1):  # a kept-alive connection the server closed is opened again, once
             connection = self._connect()
             try:
