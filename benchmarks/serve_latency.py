@@ -10,7 +10,7 @@ own process, as in production; each robot is a thread with its own kept-alive co
 A robot whose answer comes late asks again at once (its schedule does not pile up requests). Per mode: latency
 percentiles, the share over one control period, requests and rows per forward. Last line: one JSON object.
 
-    python benchmarks/serve_latency.py [--robots 12] [--seconds 20] [--modes chunk,step] [--threads 2]
+    python benchmarks/serve_latency.py [--robots 12] [--seconds 20] [--modes chunk,step] [--threads 0]
                                        [--max-wait-ms 1.0] [--device cpu]
 """
 
@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="per mode")
     parser.add_argument("--rate-hz", type=float, default=20.0, help="the robots' control rate")
     parser.add_argument("--modes", default="chunk,step")
-    parser.add_argument("--threads", type=int, default=2, help="the server's torch threads")
+    parser.add_argument("--threads", type=int, default=0, help="the server's torch threads (0: its default)")
     parser.add_argument("--max-wait-ms", type=float, default=1.0)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
@@ -113,7 +113,7 @@ def main() -> None:
     goal = figures.get("chunk", {}).get("latency_ms", {}).get("p99")
     print(json.dumps({
         "benchmark": "serve_latency", "robots": args.robots, "rate_hz": args.rate_hz, "seconds": args.seconds,
-        "server_threads": args.threads, "max_wait_ms": args.max_wait_ms, "device": args.device, **figures,
+        "server_threads": info["cpu_threads"], "max_wait_ms": args.max_wait_ms, "device": args.device, **figures,
         "goal_chunk_p99_under_control_period": None if goal is None else goal < 1000 / args.rate_hz,
     }))  # fmt: skip
 

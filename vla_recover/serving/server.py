@@ -78,11 +78,14 @@ class PolicyServer:
         self.stats = {"requests": 0, "rows": 0, "forwards": 0, "refused": 0}
 
     def info(self) -> dict[str, Any]:
+        import torch
+
         cfg = self.policy.config
         return {
             "version": self.version,
             "policy": self.policy.name,
             "device": str(self.device),
+            "cpu_threads": torch.get_num_threads(),
             "action_dim": self.policy.action_dim,
             "action_horizon": cfg.action_horizon,
             "action_exec": cfg.action_exec,
