@@ -12,7 +12,7 @@ from vla_recover.devices import DEVICE_HELP, DeviceName
 from vla_recover.envs import checked_task, resolve_task_name
 from vla_recover.fleet.robots import RobotKindConfig, SimRobotsConfig, robot_configs, slot_names
 
-__all__ = ["FleetConfig", "FloorOperatorConfig", "TeleoperatorConfig"]
+__all__ = ["FleetConfig", "FloorOperatorConfig", "RemoteInferenceConfig", "TeleoperatorConfig"]
 
 
 class FloorOperatorConfig(FrozenConfig):
@@ -92,7 +92,7 @@ class TeleoperatorConfig(FrozenConfig):
     )
 
 
-class RemoteInference(FrozenConfig):
+class RemoteInferenceConfig(FrozenConfig):
     """Chunks from ``vla-recover serve`` (vla_recover.serving), whose token is read from VLA_RECOVER_SERVE_TOKEN."""
 
     remote: str = Field(
@@ -131,7 +131,7 @@ class FleetConfig(FrozenConfig):
     )
     policy: Path | None = Field(None, description="a policy checkpoint directory")
     constant_action: list[float] | None = Field(None, description="instead of a policy (benchmarks, smoke tests)")
-    inference: RemoteInference | None = Field(
+    inference: RemoteInferenceConfig | None = Field(
         None, description="instead of a local policy: a policy server's address, {remote: http://HOST:PORT}"
     )
     batched_inference: bool = Field(
