@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,15 +31,17 @@ NODE_ENV = {
     # a lost node is noticed in about a second instead of Ray's default half minute
     "RAY_health_check_period_ms": "300",
     "RAY_health_check_failure_threshold": "3",
-    # a loopback cluster inside one test: this process imported Ray before it could be told the cluster's token
-    # mode (Ray reads it once), so the nodes run without token authentication, which a real cluster keeps
-    "RAY_AUTH_MODE": "disabled",
-}
+}  # the nodes run in this process's Ray token mode (tests/conftest.py), which the driver uses too
 
 
-def _node(arguments: list[str]) -> subprocess.Popen[bytes]:
-    """A ``ray start --block`` in its own process group: killing the group takes down the whole node."""
-    command = [RAY, "start", "--block", "--num-cpus=2", "--object-store-memory=100000000", *arguments]
+def _node(arguments: list[str], temp_dir: str) -> subprocess.Popen[bytes]:
+    """A ``ray start --block`` in its own process group: killing the group takes down the whole node. Its sessions
+    and the cluster's address file live in ``temp_dir``: a head killed with SIGKILL leaves its address file behind,
+    where a later ``ray.init()`` on this machine would try to join the dead cluster."""
+    command = [
+        RAY, "start", "--block", "--num-cpus=2", "--object-store-memory=100000000", f"--temp-dir={temp_dir}",
+        *arguments,
+    ]  # fmt: skip
     env = {**os.environ, **NODE_ENV}
     return subprocess.Popen(
         command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -77,8 +81,8 @@ def _alive_nodes() -> int:
 @pytest.fixture
 def two_nodes() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """The cluster's address and the second node's process (the head also runs the fleet's driver)."""
-    port = free_port()
-    head = _node(["--head", f"--port={port}", "--include-dashboard=false", "--disable-usage-stats"])
+    port, temp_dir = free_port(), tempfile.mkdtemp(prefix="ray")  # short: Ray's sockets live below it
+    head = _node(["--head", f"--port={port}", "--include-dashboard=false", "--disable-usage-stats"], temp_dir)
     address = f"127.0.0.1:{port}"
     second = None
     try:
@@ -89,7 +93,7 @@ def two_nodes() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
                 break
             except ConnectionError:
                 time.sleep(0.5)
-        second = _node([f"--address={address}"])
+        second = _node([f"--address={address}"], temp_dir)
         while _alive_nodes() < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _alive_nodes() == 2, "the second node did not join"
@@ -99,6 +103,7 @@ def two_nodes() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         for node in (second, head):
             if node is not None and node.poll() is None:
                 _kill_node(node)
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.mark.slow  # two Ray nodes take most of a minute to start on two cores

@@ -28,10 +28,11 @@ def _ray() -> Any:
 
 
 def init_ray(address: str | None) -> None:
-    """Join the cluster at ``address`` ("auto" for the local one), or start a private local Ray."""
+    """Join the cluster at ``address`` ("auto" for the one `ray start` last started here), or, without one, start a
+    private local Ray (Ray's own default would join that last cluster, even one that has since died)."""
     ray = _ray()
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
 class _SimWorkerActor:
