@@ -4,7 +4,9 @@ where its weights are (checked on PyTorch's meta device, which refuses a CPU ten
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from pydantic import ValidationError
@@ -14,6 +16,7 @@ from vla_recover.critic.train import CriticTrainConfig, train_critic
 from vla_recover.devices import autocast, available_devices, resolve_device
 from vla_recover.fleet.inference import PolicyChunks
 from vla_recover.policies import build_policy
+from vla_recover.train.prefetch import Prefetcher
 from vla_recover.train.trainer import TrainConfig, Trainer
 
 
@@ -92,3 +95,21 @@ def test_drawing_batches_ahead_trains_and_resumes_as_drawing_in_line(
     resumed = Trainer(small_config(lift_store, tmp_path / "ahead", prefetch=3))
     assert resumed.resume() and resumed.step == 6
     assert head + [resumed.train_step() for _ in range(6)] == expected
+
+
+def test_a_closed_prefetcher_rewinds_its_sampler_to_the_first_batch_not_handed_out() -> None:
+    rng = np.random.default_rng(0)
+
+    def restore(state: dict[str, Any]) -> None:
+        rng.bit_generator.state = state
+
+    in_line = np.random.default_rng(0)
+    expected = [in_line.random() for _ in range(2)]
+    after_two = in_line.bit_generator.state
+    expected += [in_line.random() for _ in range(3)]
+    ahead = Prefetcher(rng.random, lambda: rng.bit_generator.state, restore, depth=3)
+    handed = [ahead.next(), ahead.next()]
+    ahead.close()  # up to three more were drawn ahead and are dropped
+    assert ahead.state() == after_two  # what a checkpoint taken now saves
+    assert handed + [ahead.next() for _ in range(3)] == expected
+    ahead.close()

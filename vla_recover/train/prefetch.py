@@ -20,10 +20,12 @@ Batch = TypeVar("Batch")
 
 class Prefetcher(Generic[Batch]):
     """``draw()`` run ``depth`` batches ahead on a daemon thread; ``depth=0`` draws in line. ``state()`` reads the
-    sampler's random state."""
+    sampler's random state and ``restore(state)`` sets it."""
 
-    def __init__(self, draw: Callable[[], Batch], state: Callable[[], Any], depth: int) -> None:
-        self._draw, self._read_state, self.depth = draw, state, depth
+    def __init__(
+        self, draw: Callable[[], Batch], state: Callable[[], Any], restore: Callable[[Any], None], depth: int
+    ) -> None:
+        self._draw, self._read_state, self._restore, self.depth = draw, state, restore, depth
         self._queue: queue.Queue[tuple[Batch, Any] | BaseException] = queue.Queue(maxsize=max(depth, 1))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -33,6 +35,7 @@ class Prefetcher(Generic[Batch]):
         if self.depth == 0:
             return self._draw()
         if self._thread is None:
+            self._state_after_last = self._read_state()  # what close() rewinds to before anything is handed out
             self._thread = threading.Thread(target=self._fill, name="batch-prefetch", daemon=True)
             self._thread.start()
         item = self._queue.get()
@@ -65,11 +68,13 @@ class Prefetcher(Generic[Batch]):
                 return
 
     def close(self) -> None:
-        """Stop the thread and drop what it drew ahead; ``state()`` still names the first batch not handed out."""
+        """Stop the thread, drop what it drew ahead and rewind the sampler to the first batch not handed out, so the
+        next ``next()`` (or ``state()``) carries on as if nothing had been drawn ahead."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+            self._restore(self._state_after_last)
         while not self._queue.empty():
             self._queue.get_nowait()
         self._stop.clear()

@@ -214,7 +214,13 @@ class Trainer:
         self.model = self._model_to_call()
         self.step = 0
         self.history: list[dict[str, float]] = []
-        self._batches = Prefetcher(self._host_batch, lambda: self.sampler.rng.bit_generator.state, config.prefetch)
+        self._batches = Prefetcher(self._host_batch, self._sampler_state, self._set_sampler_state, config.prefetch)
+
+    def _sampler_state(self) -> dict[str, Any]:
+        return self.sampler.rng.bit_generator.state  # type: ignore[no-any-return]
+
+    def _set_sampler_state(self, state: dict[str, Any]) -> None:
+        self.sampler.rng.bit_generator.state = state
 
     def _model_to_call(self) -> torch.nn.Module:
         """What a step calls: the policy, or DDP around it under torchrun."""
@@ -465,7 +471,7 @@ class Trainer:
         if f"{prefix}cuda_rng" in tensors and self.device.type == "cuda":
             torch.cuda.set_rng_state(tensors[f"{prefix}cuda_rng"], self.device)
         self._batches.close()  # what was drawn ahead came from the state being replaced
-        self.sampler.rng.bit_generator.state = meta["sampler_rng_by_rank"][rank - 1] if rank else meta["sampler_rng"]
+        self._set_sampler_state(meta["sampler_rng_by_rank"][rank - 1] if rank else meta["sampler_rng"])
         self.step = meta["step"]
         return True
 
