@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -216,10 +216,10 @@ class Trainer:
         self.history: list[dict[str, float]] = []
         self._batches = Prefetcher(self._host_batch, self._sampler_state, self._set_sampler_state, config.prefetch)
 
-    def _sampler_state(self) -> dict[str, Any]:
-        return self.sampler.rng.bit_generator.state  # type: ignore[no-any-return]
+    def _sampler_state(self) -> Mapping[str, Any]:
+        return self.sampler.rng.bit_generator.state
 
-    def _set_sampler_state(self, state: dict[str, Any]) -> None:
+    def _set_sampler_state(self, state: Mapping[str, Any]) -> None:
         self.sampler.rng.bit_generator.state = state
 
     def _model_to_call(self) -> torch.nn.Module:
