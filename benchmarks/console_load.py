@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from vla_recover.serving.launch import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 PASSWORD = "benchmark password"
 
@@ -42,12 +43,6 @@ PASSWORD = "benchmark password"
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def start_console(

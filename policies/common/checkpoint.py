@@ -28,6 +28,7 @@ __all__ = [
     "CHECKPOINT_SCHEMA",
     "Checkpoint",
     "checkpoint_version",
+    "host_copy",
     "load_policy",
     "load_weights",
     "read_checkpoint_config",
@@ -157,10 +158,15 @@ def load_policy(directory: str | Path, device: str = "cpu") -> tuple[Policy, Sen
     return policy, embedder, checkpoint.config
 
 
+def host_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy in CPU memory, as safetensors writes it (so a checkpoint saved on any device loads on any other)."""
+    return tensor.detach().to("cpu", copy=True).contiguous()
+
+
 def save_weights(module: nn.Module, directory: Path, embedder: SentenceEmbedder | None) -> list[str]:
     """``model.safetensors``: the module's weights and the embedder's cached instructions; returns those, in the
     order their embeddings are stored."""
-    tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in module.state_dict().items()}
+    tensors = {k: host_copy(v) for k, v in module.state_dict().items()}
     instructions = sorted(embedder.cache) if embedder else []
     if instructions and embedder is not None:
         tensors[_EMBEDDINGS] = torch.as_tensor(np.stack([embedder.cache[s] for s in instructions]))

@@ -20,9 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.browser import headless_chromium
-from tests.console.test_cli import free_port
 from vla_recover.cli.main import app
 from vla_recover.data import EpisodeStore
+from vla_recover.serving.launch import free_port
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]

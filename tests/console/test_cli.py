@@ -6,7 +6,6 @@ import contextlib
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,14 +18,9 @@ import yaml
 from typer.testing import CliRunner
 
 from vla_recover.cli.main import app
+from vla_recover.serving.launch import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_user_add_and_list(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ driven through it executing what evaluation executes."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections import deque
@@ -23,16 +22,11 @@ from vla_recover.data import EpisodeStore
 from vla_recover.fleet import FleetConfig, build_fleet
 from vla_recover.fleet.inference import PolicyChunks, RemoteChunks
 from vla_recover.serving.client import PolicyClient, ServerError
+from vla_recover.serving.launch import free_port
 from vla_recover.serving.protocol import TOKEN_ENV, encode_request
 from vla_recover.serving.server import PolicyServer, ServeConfig, build_app
 
 TOKEN = "test-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
@@ -55,7 +49,7 @@ def _serving(policy: Path, port: int) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def served(wild_policy: Path) -> Iterator[str]:  # noqa: F811
     """The wild LiftCube policy served on loopback, its URL."""
-    with _serving(wild_policy, _free_port()) as url:
+    with _serving(wild_policy, free_port()) as url:
         yield url
 
 
@@ -159,7 +153,7 @@ def test_a_robot_node_takes_its_policy_from_the_server(served: str) -> None:
 def test_a_server_gone_for_less_than_the_timeout_is_waited_for_and_one_gone_longer_is_named(
     wild_policy: Path,  # noqa: F811
 ) -> None:
-    port, windows = _free_port(), _windows(2, 0)
+    port, windows = free_port(), _windows(2, 0)
     with _serving(wild_policy, port) as url:
         remote = RemoteChunks(url, token=TOKEN, timeout_s=1.5)
         before = remote.predict(windows, [""] * 2, [1, 2])
@@ -179,7 +173,7 @@ def test_a_fleet_whose_server_is_gone_stops_with_its_name_and_keeps_its_episodes
 ) -> None:
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
     with ExitStack() as server:
-        url = server.enter_context(_serving(wild_policy, _free_port()))
+        url = server.enter_context(_serving(wild_policy, free_port()))
         config = validate_config(
             FleetConfig,
             {"task": "LiftCube", "task_config": {"horizon": HORIZON}, "robots": 2, "episodes": 50,

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from vla_recover.cli.common import console, user_errors
+from vla_recover.devices import DEVICE_HELP
 
 __all__ = ["serve"]
 
@@ -18,7 +19,7 @@ def serve(
     policy: Annotated[Path, typer.Option(help="policy checkpoint directory")],
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8700,
     host: Annotated[str, typer.Option(help="address to bind; loopback unless you mean it")] = "127.0.0.1",
-    device: Annotated[str, typer.Option(help="auto (CUDA where present), cpu, cuda, cuda:N or mps")] = "auto",
+    device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
     max_wait_ms: Annotated[
         float, typer.Option(help="after a batch's first request, wait this long for others to share its forward", min=0)
     ] = 1.0,
@@ -42,7 +43,7 @@ def serve(
         token = secrets.token_urlsafe(24)
     # Forwards that take every core starve the event loop reading the next requests: on 2 cores, 12 robots asking
     # every step are answered in 19 ms (p50) with 1 thread and in 96 ms with 2 (benchmarks/serve_latency.py).
-    torch.set_num_threads(threads or max(1, len(os.sched_getaffinity(0)) - 1))
+    torch.set_num_threads(threads or max(1, _usable_cores() - 1))
     with user_errors():
         if not (policy / "config.json").is_file():
             raise FileNotFoundError(f"policy: {policy} is not a policy checkpoint (no config.json)")
@@ -53,3 +54,10 @@ def serve(
     if made:
         console.print(f"token (give clients {TOKEN_ENV}={token})", highlight=False)
     uvicorn.run(build_app(server), host=host, port=port, log_level="warning")
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its affinity, where the OS has one: Linux; else every core)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

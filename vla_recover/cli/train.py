@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from vla_recover.cli.common import console, progress_bar, user_errors
+from vla_recover.devices import DEVICE_HELP
 
 __all__ = ["evaluate", "train"]
 
@@ -99,7 +100,7 @@ def evaluate(
             max=100.0,
         ),
     ] = 1.0,
-    device: Annotated[str, typer.Option(help="where the policy runs: auto, cpu, cuda, cuda:N or mps")] = "auto",
+    device: Annotated[str, typer.Option(help=f"where the policy runs: {DEVICE_HELP}")] = "auto",
     ray_address: Annotated[
         str | None, typer.Option(help="run the workers as tasks on this Ray cluster ('auto': the local one)")
     ] = None,

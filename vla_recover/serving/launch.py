@@ -18,6 +18,7 @@ __all__ = ["free_port", "policy_server"]
 
 
 def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now (for a server a test or benchmark starts)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])

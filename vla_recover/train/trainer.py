@@ -23,7 +23,7 @@ from vla_recover.config import FrozenConfig, validate_nested
 from vla_recover.data import EpisodeStore, WindowSampler, WindowSpec
 from vla_recover.devices import DEVICE_HELP, DeviceName, autocast, resolve_device
 from vla_recover.policies import POLICIES, Policy, build_policy
-from vla_recover.policies.common.checkpoint import save_policy
+from vla_recover.policies.common.checkpoint import host_copy, save_policy
 from vla_recover.policies.common.ema import EMA
 from vla_recover.policies.common.encoders import SentenceEmbedder
 from vla_recover.policies.common.optim import make_optimizer
@@ -413,13 +413,13 @@ class Trainer:
         if not self.ranks.main:
             return directory
         self.save_policy(directory / "policy")
-        tensors = {f"model.{k}": _host(v) for k, v in self.policy.state_dict().items()}
+        tensors = {f"model.{k}": host_copy(v) for k, v in self.policy.state_dict().items()}
         if self.ema is not None:
-            tensors.update({f"ema.{k}": _host(v) for k, v in self.ema.model.state_dict().items()})
+            tensors.update({f"ema.{k}": host_copy(v) for k, v in self.ema.model.state_dict().items()})
         optimizer_state = self.optimizer.state_dict()
         for index, state in optimizer_state["state"].items():
             for name, value in state.items():
-                tensors[f"optimizer.{index}.{name}"] = _host(torch.as_tensor(value))
+                tensors[f"optimizer.{index}.{name}"] = host_copy(torch.as_tensor(value))
         for rank, state in enumerate(states):  # rank 0's under the names one process uses
             prefix = f"rank{rank}." if rank else ""
             tensors[f"{prefix}torch_rng"] = state["torch"]
@@ -474,8 +474,3 @@ class Trainer:
         self._set_sampler_state(meta["sampler_rng_by_rank"][rank - 1] if rank else meta["sampler_rng"])
         self.step = meta["step"]
         return True
-
-
-def _host(tensor: torch.Tensor) -> torch.Tensor:
-    """A copy in CPU memory, as safetensors writes it."""
-    return tensor.detach().to("cpu", copy=True).contiguous()
