@@ -1,13 +1,15 @@
 """What a second generator does at sampling time: each round's policy of ``afil`` and ``recovery_gated`` loop runs,
 sampled with and without it on the run's final-test seeds.
 
-    python benchmarks/second_generators.py RUN [RUN ...] [--scales 0,0.5,1,2] [--rounds 3]
+    python benchmarks/second_generators.py RUN [RUN ...] [--scales 0,0.5,1,2] [--rounds 3] [--threads 1]
 
 An ``afil`` policy is sampled with its failure generator's guidance at each of ``--scales`` (scale 0: its own
 generator alone); a ``recovery_gated`` policy with its gate switching the recovery head in (``gate_on``) and with the
 gate off (``gate_off``: the nominal generator on every chunk). The weights and the data are the same in each pair, so
 the comparison isolates what the second generator does when the policy runs. Each (run, round, variant) cell is kept
 in ``<run>/second_generators.json`` and read back, and its time printed. Prints one JSON object on its last line.
+Beside another benchmark, pass ``--threads 1``: two processes each on torch's default threads oversubscribe the cores
+(a cell took 247 s that takes 10-26 s on one thread).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from vla_recover.config import validate_config
 from vla_recover.evaluate import evaluate_policy
+from vla_recover.loop.beside import limit_torch_threads
 from vla_recover.loop.config import LoopConfig, saved_with_defaults
 from vla_recover.policies.common.checkpoint import Checkpoint
 
@@ -57,7 +60,12 @@ def main() -> None:
     parser.add_argument("runs", type=Path, nargs="+", help="afil or recovery_gated loop run folders")
     parser.add_argument("--scales", default="0,0.5,1,2", help="afil: failure_guidance.scale values to sample with")
     parser.add_argument("--rounds", default="3", help="comma-separated rounds whose policies to sample")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice)")
     args = parser.parse_args()
+    if args.threads < 0:
+        parser.error(f"--threads must be 0 (torch's choice) or a positive count, got {args.threads}")
+    if args.threads:
+        limit_torch_threads(args.threads)
     scales = [float(s) for s in args.scales.split(",") if s]
     rounds = [int(r) for r in args.rounds.split(",") if r]
     figures: dict[str, Any] = {}
