@@ -17,6 +17,7 @@ from rich.progress import (
 )
 
 from vla_recover.config import ConfigError
+from vla_recover.fleet.worker import WorkerCrashLoop
 from vla_recover.hardware.robot import RobotError
 from vla_recover.registry import UnknownNameError
 from vla_recover.serving.client import ServerError
@@ -35,6 +36,7 @@ def user_errors() -> Iterator[None]:
     except (ConfigError, UnknownNameError, ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
             IsADirectoryError, PermissionError,  # a path the user gave that cannot be used
             RobotError,  # an arm the config names that cannot be reached
+            WorkerCrashLoop,  # a robot whose worker dies at every restart
             ServerError) as exc:  # fmt: skip  # a policy server that cannot be reached or refuses the requests
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(code=2) from None

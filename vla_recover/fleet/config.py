@@ -154,6 +154,13 @@ class FleetConfig(FrozenConfig):
         description="sim ground truth: progress this far below its best on the branch is a failure (the floor "
         "operator's ground_truth detector sees it; the failure report dates its onset from it)",
     )
+    max_consecutive_faults: int = Field(
+        default=3,
+        ge=1,
+        description="a robot whose worker dies this many times in a row, with no episode finished in between, stops "
+        "the run with an error naming it and the last cause (a crash loop: restarting it again would spin forever); "
+        "what each death interrupted is stored as aborted first",
+    )
     probe_recoverability: bool = Field(
         default=True,
         description="sim: at each failure's onset and takeover grant, ask the worker whether the scripted expert "

@@ -40,7 +40,7 @@ from vla_recover.fleet.robots import ROBOTS, slot_names
 from vla_recover.fleet.slot import Slot
 from vla_recover.fleet.states import MOVING, SlotMachine, SlotState
 from vla_recover.fleet.views import ViewBoard
-from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerDied
+from vla_recover.fleet.worker import SimWorkerSpec, Worker, WorkerCrashLoop, WorkerDied
 from vla_recover.teleop.devices import DeviceDisconnected
 from vla_recover.teleop.lease import LeaseManager
 
@@ -75,6 +75,7 @@ class FleetManager(OperatorAPI):
         self.recorder = FleetRecorder(config.store, config.store_every_s)
         self._episodes_started = 0
         self._next_seed = config.seed
+        self._crash_loop: WorkerCrashLoop | None = None  # once a robot's worker keeps dying, every tick raises it
         self.views = ViewBoard(views) if views is not None else None  # sim robots' views for people watching
         spec = SimWorkerSpec(
             self.task,
@@ -148,6 +149,8 @@ class FleetManager(OperatorAPI):
         return self.summary(time.perf_counter() - started)
 
     def tick(self) -> None:
+        if self._crash_loop is not None:
+            raise self._crash_loop
         for lease in self.leases.expired():
             self._lease_lost(self.slot(lease.robot), f"the lease of {lease.operator} expired")
         for operator in self.operators:
@@ -418,6 +421,8 @@ class FleetManager(OperatorAPI):
 
     def _end_attempt(self, slot: Slot, outcome: str, reason: str = "") -> None:
         self.failure_watch.ended(slot, outcome)
+        if outcome != "aborted":
+            slot.faults_in_a_row = 0
         attempt, slot.attempt = slot.attempt, None
         slot.needs_reset = True
         slot.plan.clear()
@@ -433,13 +438,22 @@ class FleetManager(OperatorAPI):
         self.ledger.episodes[outcome] += 1
 
     def _fault(self, slot: Slot, reason: str) -> None:
-        """The worker died: store what it did as ``aborted``, restart it, and reset the slot."""
+        """The worker died: store what it did as ``aborted``, restart it, and reset the slot; a worker that keeps
+        dying (``max_consecutive_faults``) ends the run instead."""
         if slot.state is S.FAULT:
             return
         self.event("fault", "fleet", {"reason": reason}, slot.robot)
         self._end_attempt(slot, "aborted", reason=reason)
         slot.machine.to(S.FAULT, reason)
         slot.pending.clear()  # the restarted worker answers nothing it was sent before
+        slot.faults_in_a_row += 1
+        if slot.faults_in_a_row >= self.config.max_consecutive_faults:
+            # kept, so the next tick stops the fleet also where an operator's call (a rewind) met the death
+            self._crash_loop = WorkerCrashLoop(
+                f"robot {slot.robot}: its worker died {slot.faults_in_a_row} times in a row with no episode finished "
+                f"in between (fleet max_consecutive_faults: {self.config.max_consecutive_faults}); last cause: {reason}"
+            )
+            raise self._crash_loop
         slot.worker.restart()
         slot.needs_reset, slot.awaiting_reset = True, False
         self._begin_reset(slot, "worker restarted")

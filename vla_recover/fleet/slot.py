@@ -49,6 +49,7 @@ class Slot:
     awaiting_reset: bool = False  # homed, waiting for a person to reset the scene and confirm it
     grip: float = INITIAL_GRIP  # last gripper command, kept while holding
     failure: Failure | None = None  # the ground-truth failure of this attempt not yet taken over (sim only)
+    faults_in_a_row: int = 0  # worker deaths since this robot last finished an episode
 
     @property
     def state(self) -> SlotState:

@@ -32,7 +32,16 @@ import numpy as np
 
 from vla_recover.fleet.views import ViewPainter, paint
 
-__all__ = ["EPISODE_OVER", "SimWorkerCore", "SimWorkerSpec", "Worker", "WorkerDied", "WorkerHandle", "WorkerProcess"]
+__all__ = [
+    "EPISODE_OVER",
+    "SimWorkerCore",
+    "SimWorkerSpec",
+    "Worker",
+    "WorkerCrashLoop",
+    "WorkerDied",
+    "WorkerHandle",
+    "WorkerProcess",
+]
 
 
 class Worker(abc.ABC):
@@ -92,6 +101,10 @@ class Worker(abc.ABC):
 
 class WorkerDied(RuntimeError):
     """The worker process is gone (killed, crashed) or stopped answering."""
+
+
+class WorkerCrashLoop(RuntimeError):
+    """A robot's worker died ``FleetConfig.max_consecutive_faults`` times in a row: restarting it again would loop."""
 
 
 @dataclass(frozen=True)
