@@ -1,10 +1,12 @@
 """EgoRecovery's recovery-gated policy: a recovery head trained on human corrections, switched in by a learned gate.
 
-A policy whose config sets ``recovery`` carries a second generator of its own shape over the same conditioning,
-trained on the human correction rows only (its own, nominal generator trains on everything the data rule keeps, the
-corrections included unless ``nominal_learns_corrections`` is false), and a recovery gate: an MLP from the latest
-state and its change since the step before to P(needs correction), trained on the fleet's recorded failures
-(``vla_recover.recovery``) with its threshold, and stored with the policy's weights. For each chunk, rows the gate
+A policy whose config sets ``recovery`` carries a second generator of its own shape over the same conditioning and
+a recovery gate: an MLP from the latest state and its change since the step before to P(needs correction), trained
+on the fleet's recorded failures (``vla_recover.recovery``) with its threshold, and stored with the policy's
+weights. Which rows train the head is ``head_rows``: the human corrections (the nominal generator trains on
+everything the data rule keeps, the corrections included unless ``nominal_learns_corrections`` is false), or the
+rows whose state the gate flags (the nominal generator on the others), so that each generator learns the states it
+will be sampled in. For each chunk, rows the gate
 flags are sampled from the recovery head and the others from the nominal generator; the switch goes through the
 sampling hook (the head's clean-chunk estimate replaces the nominal one on those rows at every step, which is
 sampling from the head), so evaluation, the fleet and the ROS 2 node need nothing new. Where the paper is silent,
@@ -14,9 +16,10 @@ the choices: the gate decides per chunk, from the observation the chunk is plann
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from vla_recover.config import FrozenConfig
@@ -33,6 +36,11 @@ class RecoveryHeadConfig(FrozenConfig):
         description="the nominal generator learns the human corrections too (the policy without its gate is the "
         "same data's one-generator policy); false: it learns only what is not a correction",
     )
+    head_rows: Literal["corrections", "gate"] = Field(
+        default="corrections",
+        description="what trains the head: corrections, the human correction rows; gate, every training row whose "
+        "state the gate flags (the nominal generator learns the rest), as the gate routes chunks when sampling",
+    )
     gate_hidden: tuple[int, ...] = Field(default=(128, 128), description="widths of the gate's hidden layers")
     use_delta: bool = Field(default=True, description="the gate also reads the state's change since the step before")
     gate_steps: int = Field(default=2000, ge=1, le=1_000_000, description="gradient steps of the gate's training")
@@ -42,6 +50,15 @@ class RecoveryHeadConfig(FrozenConfig):
         le=1.0,
         description="the gate's threshold: the most recall at this precision on held-back fleet episodes",
     )
+
+    @model_validator(mode="after")
+    def _rows_agree(self) -> RecoveryHeadConfig:
+        if self.head_rows == "gate" and not self.nominal_learns_corrections:
+            raise ValueError(
+                "nominal_learns_corrections: false splits the corrections from the nominal rows; with head_rows: "
+                "gate the gate splits every row, so leave it at its default (true)"
+            )
+        return self
 
 
 class RecoveryGateNet(nn.Module):

@@ -12,6 +12,7 @@ import torch
 from vla_recover.data import EpisodeData, EpisodeStore
 from vla_recover.data.schema import ACTORS
 from vla_recover.policies.common.checkpoint import load_policy
+from vla_recover.policies.common.recovery_head import RecoveryHeadConfig
 from vla_recover.train.dataset import DatasetConfig, build_step_weights, failed_steps, with_failures
 from vla_recover.train.steps import build_step_table
 from vla_recover.train.trainer import TrainConfig, Trainer
@@ -171,6 +172,16 @@ def test_a_recovery_head_learns_the_corrections_and_its_gate_the_recorded_failur
     ))  # fmt: skip
     batch, _ = only_head._batch()
     assert len(batch["recovery"]) == 16 and batch["recovery"].any()  # corrections train the head alone
+    by_gate = Trainer(_config(
+        store, tmp_path / "by_gate", init_from=tmp_path / "base" / "policy", weighting=HITL,
+        policy_config={**POLICY, "recovery": {**recovery, "head_rows": "gate"}},
+    ))  # fmt: skip
+    batch, weights = by_gate._batch()
+    gate = by_gate.policy.recovery_gate
+    assert gate is not None and len(weights) == 16  # no copies: each row trains the generator its state is routed to
+    assert torch.equal(batch["recovery"], gate.rows(batch["obs.state"], True))
+    with pytest.raises(ValueError, match="head_rows"):
+        RecoveryHeadConfig(head_rows="gate", nominal_learns_corrections=False)
     with pytest.raises(ValueError, match="no human correction in the training data"):
         Trainer(_config(store, tmp_path / "x", policy_config={**POLICY, "recovery": recovery},
                         select={"episodes": (0,)}))  # fmt: skip

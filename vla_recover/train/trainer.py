@@ -7,6 +7,7 @@ curve after a resume is the one an uninterrupted run draws.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
@@ -27,6 +28,7 @@ from vla_recover.policies.common.checkpoint import host_copy, save_policy
 from vla_recover.policies.common.ema import EMA
 from vla_recover.policies.common.encoders import SentenceEmbedder
 from vla_recover.policies.common.optim import make_optimizer
+from vla_recover.policies.common.recovery_head import RecoveryGateNet
 from vla_recover.train.dataset import DatasetConfig, build_step_weights, with_failures
 from vla_recover.train.distributed import gather_states, global_share, mean_over_ranks, rank_seed, start_ranks
 from vla_recover.train.prefetch import Prefetcher
@@ -197,8 +199,11 @@ class Trainer:
             anchors = self.sampler.anchors
             self.policy.fit_normalizer({k: self.store.read(k)[anchors] for k in self.policy.normalizer.keys})
         self.recovery: np.ndarray | None = None  # per stored step: trains the recovery head (human corrections)
+        self._routing_gate: RecoveryGateNet | None = None  # head_rows: gate; a CPU copy for the batch workers
         if self.policy.recovery_gate is not None:
             self.recovery = self._train_recovery_gate()
+            if self.policy.config.recovery.head_rows == "gate":
+                self._routing_gate = copy.deepcopy(self.policy.recovery_gate).cpu()
         self.policy.to(self.device)
         self.embedder = SentenceEmbedder()
         self._episode_embedding: np.ndarray | None = None
@@ -317,16 +322,27 @@ class Trainer:
             batch["instruction_embedding"] = torch.as_tensor(self._episode_embedding[raw["episode"]])
         weights = torch.as_tensor(raw["weight"])
         if self.recovery is not None:
-            corrections = self.recovery[raw["index"]]
-            head = getattr(self.policy.config, "recovery", None)
-            if head is not None and head.nominal_learns_corrections:
-                # each correction window trains the nominal generator and, as a copy, the recovery head
-                copies = torch.as_tensor(np.flatnonzero(corrections))
-                batch = {k: torch.cat([v, v[copies]]) for k, v in batch.items()}
-                weights = torch.cat([weights, weights[copies]])
-                corrections = np.concatenate([np.zeros_like(corrections), np.ones(len(copies), dtype=bool)])
-            batch["recovery"] = torch.as_tensor(corrections)
+            batch, weights = self._route_to_head(batch, weights, raw["index"])
         return batch, weights
+
+    def _route_to_head(
+        self, batch: dict[str, torch.Tensor], weights: torch.Tensor, index: np.ndarray
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The batch with ``recovery`` (B,) bool on the rows that train the recovery head (``recovery.head_rows``)."""
+        head = getattr(self.policy.config, "recovery", None)
+        assert head is not None and self.recovery is not None
+        if self._routing_gate is not None:  # each row trains the generator the gate samples its state from
+            with torch.no_grad():
+                flagged = self._routing_gate.rows(batch[self.policy.config.state_key], head.use_delta)
+            return {**batch, "recovery": flagged}, weights
+        corrections = self.recovery[index]
+        if head.nominal_learns_corrections:
+            # each correction window trains the nominal generator and, as a copy, the recovery head
+            copies = torch.as_tensor(np.flatnonzero(corrections))
+            batch = {k: torch.cat([v, v[copies]]) for k, v in batch.items()}
+            weights = torch.cat([weights, weights[copies]])
+            corrections = np.concatenate([np.zeros_like(corrections), np.ones(len(copies), dtype=bool)])
+        return {**batch, "recovery": torch.as_tensor(corrections)}, weights
 
     def train_step(self) -> float:
         batch, weights = self._batch()
