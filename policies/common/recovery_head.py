@@ -6,11 +6,11 @@ on the fleet's recorded failures (``vla_recover.recovery``) with its threshold, 
 weights. Which rows train the head is ``head_rows``: the human corrections (the nominal generator trains on
 everything the data rule keeps, the corrections included unless ``nominal_learns_corrections`` is false), or the
 rows whose state the gate flags (the nominal generator on the others), so that each generator learns the states it
-will be sampled in. For each chunk, rows the gate
-flags are sampled from the recovery head and the others from the nominal generator; the switch goes through the
-sampling hook (the head's clean-chunk estimate replaces the nominal one on those rows at every step, which is
-sampling from the head), so evaluation, the fleet and the ROS 2 node need nothing new. Where the paper is silent,
-the choices: the gate decides per chunk, from the observation the chunk is planned from; it sees states, not images.
+will be sampled in. For each chunk, rows the gate flags are sampled from the recovery head and the others from
+the nominal generator; the switch goes through the sampling hook (the head's clean-chunk estimate replaces the
+nominal one on those rows at every step, which is sampling from the head), so evaluation, the fleet and the ROS 2
+node need nothing new. Where the paper is silent, the choices: the gate decides per chunk, from the observation the
+chunk is planned from; it sees states, not images.
 """
 
 from __future__ import annotations
