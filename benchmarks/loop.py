@@ -17,8 +17,10 @@ the promoted version, human-seconds present and busy by role, successes per oper
 on human effort (ROHE). Methods are judged on the final-test seeds, which no promotion saw.
 
 ``--grid`` runs the settings of ``GRID`` (LiftCube with and without failures, PickPlaceBin with failures,
-robosuite's PickPlaceCan; about 8 hours of 2 cores with ``--jobs 2``), each in ``<work>/<setting>/``, and judges the
-loop's goals on the means over the pipeline seeds run so far (``grid_goals``): ``--settings`` and
+robosuite's PickPlaceCan; about 10 hours of 2 cores with ``--jobs 2``), each in ``<work>/<setting>/``, and judges the
+loop's goals on the means over the pipeline seeds run so far (``grid_goals``), each figure with the 95% interval the
+final-test episodes alone put on it (every success rate drawn again from its episodes; the trained policies held
+fixed, so the spread between pipeline seeds is not in it): ``--settings`` and
 ``--pipeline-seeds`` pick what one sitting runs. A finished method is read back from its run folder and an unfinished
 one resumes, so a benchmark runs over several sittings; each method prints its time. ``--jobs 2`` runs two methods
 at a time. Prints one JSON object on its last line."""
@@ -63,8 +65,10 @@ def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
         "final_policy": summary["final"]["policy"],
         "final_success": current_eval["success_rate"],
         "final_ci95": current_eval["ci95"],
+        "final_episodes": current_eval["episodes"],
         "final_test_success": final_test.get("success_rate"),  # the figure to judge by: seeds no decision saw
         "final_test_ci95": final_test.get("ci95"),
+        "final_test_episodes": final_test.get("episodes"),
         "best_candidate_success": max(r["eval"]["success_rate"] for r in rounds[1:]),
     }
     if all("demos" in r for r in rounds[1:]):  # more_demos: the rounds' human time bought demonstrations
@@ -180,6 +184,7 @@ def _setting(
     base_rate = (base_test or base_eval)["success_rate"]
     figures: dict[str, Any] = {
         "judged_on": "final_test" if base_test is not None else "promotion_seeds",
+        "base_judged_episodes": (base_test or base_eval)["episodes"],
         "base_success": base_eval["success_rate"],
         "base_ci95": base_eval["ci95"],
         "base_final_test_success": base_test["success_rate"] if base_test else None,
@@ -192,6 +197,7 @@ def _setting(
                 figures[f"{method}_vs_hitl_bc"] = round(results[method][judged] / results["hitl_bc"][judged], 3)
     for result in results.values():
         result["gain_points"] = round(100 * (result[judged] - base_rate), 1)
+        result["judged_episodes"] = result["final_test_episodes" if base_test is not None else "final_episodes"]
     if "more_demos" in results:  # the user's question: an operator-hour on the fleet, or on demonstrations?
         demo_gain = results["more_demos"][judged] - base_rate
         for method, result in results.items():

@@ -1,4 +1,5 @@
-"""Comparing two success records on the same seeds: discordant counts, exact McNemar, a paired bootstrap interval.
+"""Comparing two success records on the same seeds: discordant counts, exact McNemar, a paired bootstrap interval;
+and how far the episodes' own noise moves a figure computed from several success rates (a binomial bootstrap).
 
 Two policies evaluated on the same held-out seeds (or a fleet and an evaluation of one policy) succeed or fail
 together on most seeds; only the seeds where they disagree (the discordant ones) say which is better. A paired
@@ -8,13 +9,19 @@ test uses that, and needs far fewer episodes than comparing the two success rate
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["PairedOutcomes", "mcnemar_one_sided_p", "paired_bootstrap_interval", "paired_outcomes"]
+__all__ = [
+    "PairedOutcomes",
+    "binomial_bootstrap_interval",
+    "mcnemar_one_sided_p",
+    "paired_bootstrap_interval",
+    "paired_outcomes",
+]
 
 
 @dataclass(frozen=True)
@@ -84,4 +91,39 @@ def paired_bootstrap_interval(
     differences = (a[picks] - b[picks]).mean(axis=1)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(differences, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def binomial_bootstrap_interval(
+    records: Mapping[Any, tuple[float, int]],
+    statistic: Callable[[Mapping[Any, np.ndarray]], np.ndarray],
+    confidence: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+    same_as: Mapping[Any, Any] | None = None,
+) -> tuple[float, float] | None:
+    """Two-sided percentile interval of ``statistic`` when every success record (its measured rate, its episodes) is
+    drawn again, independently, as Binomial(episodes, rate) / episodes: the spread the evaluation episodes alone put
+    on a figure made of several success rates (a mean over pipeline seeds, a ratio of gains), the trained policies
+    held fixed. ``statistic`` maps each record's key to its ``resamples`` drawn rates and returns one value per draw,
+    NaN where the figure is undefined (a ratio whose denominator drew 0 or less); None where more draws than the
+    interval's tail are undefined, since no interval then bounds the figure. ``same_as`` names keys that are another
+    record's evaluation (a loop that promoted nothing keeps its base): they get that record's draws."""
+    if not records:
+        raise ValueError("records: need at least one success record")
+    for key, (rate, episodes) in records.items():
+        if episodes < 1 or not 0.0 <= rate <= 1.0:
+            raise ValueError(f"records[{key!r}]: got rate {rate} over {episodes} episodes")
+    rng = np.random.default_rng(seed)
+    drawn = {key: rng.binomial(episodes, rate, size=resamples) / episodes for key, (rate, episodes) in records.items()}
+    for key, original in (same_as or {}).items():
+        if original not in drawn:
+            raise ValueError(f"same_as[{key!r}]: {original!r} is not a record")
+        drawn[key] = drawn[original]
+    values = np.asarray(statistic(drawn), dtype=float)
+    tail = (1.0 - confidence) / 2.0
+    defined = values[np.isfinite(values)]
+    if defined.size < (1.0 - tail) * values.size:
+        return None
+    low, high = np.quantile(defined, [tail, 1.0 - tail])
     return float(low), float(high)
