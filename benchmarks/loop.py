@@ -39,6 +39,7 @@ from typing import Any
 from loop_grid import GRID, contender, grid_goals
 
 from vla_recover.config import load_yaml, validate_config
+from vla_recover.evaluate import success_by_failure
 from vla_recover.fleet.accounting import return_on_human_effort
 from vla_recover.loop.beside import limit_torch_threads
 from vla_recover.loop.config import QUICKSTART, LoopConfig
@@ -69,6 +70,7 @@ def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
         "final_test_success": final_test.get("success_rate"),  # the figure to judge by: seeds no decision saw
         "final_test_ci95": final_test.get("ci95"),
         "final_test_episodes": final_test.get("episodes"),
+        "final_test_by_failure": success_by_failure(final_test) if final_test else None,
         "best_candidate_success": max(r["eval"]["success_rate"] for r in rounds[1:]),
     }
     if all("demos" in r for r in rounds[1:]):  # more_demos: the rounds' human time bought demonstrations

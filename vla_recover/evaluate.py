@@ -25,7 +25,17 @@ from vla_recover.execution import DEFAULT_ACTION_TOLERANCE, INITIAL_GRIP, chunk_
 from vla_recover.policies import Policy
 from vla_recover.policies.common.encoders import SentenceEmbedder
 
-__all__ = ["EpisodeObserver", "evaluate_checkpoint", "evaluate_policy", "running_totals", "wilson_interval"]
+__all__ = [
+    "EpisodeObserver",
+    "evaluate_checkpoint",
+    "evaluate_policy",
+    "failure_order",
+    "running_totals",
+    "success_by_failure",
+    "wilson_interval",
+]
+
+NO_FAILURE = "none"  # the episodes in which no injected failure fired
 
 
 class EpisodeObserver(Protocol):
@@ -86,7 +96,8 @@ def evaluate_policy(
     observe: Callable[[int], EpisodeObserver] | None = None,
 ) -> dict[str, Any]:
     """Roll the policy out once per seed; returns counts, rate, interval, mean episode length, the per-seed
-    outcomes and how many policy actions were clipped or chunks rejected (``action_tolerance``: see
+    outcomes and injected failures that fired (``failures_fired``: their kinds joined by ``+``, "" for none) and
+    how many policy actions were clipped or chunks rejected (``action_tolerance``: see
     `vla_recover.execution.filtered_chunk`). ``on_batch(episodes, successes)`` is called with each finished batch's
     counts; ``observe(seed)``, when given, returns the observer of that seed's episode."""
     name = resolve_task_name(task)
@@ -95,7 +106,7 @@ def evaluate_policy(
     config = _task_config_for(policy, task_config)
     check_policy_fits_task(policy, name, config)
     policy.trace_networks()  # as the fleet samples (vla_recover.fleet.inference)
-    outcomes, lengths = [], []
+    outcomes, lengths, fired = [], [], []
     counts = _ActionCounts()
     for lo in range(0, len(seeds), batch):
         batch_seeds = seeds[lo : lo + batch]
@@ -104,6 +115,7 @@ def evaluate_policy(
         results = _run_batch(policy, embedder, envs, batch_seeds, keys, video_dir, action_tolerance, counts, observers)
         outcomes += [int(r[0]) for r in results]
         lengths += [r[1] for r in results]
+        fired += [r[2] for r in results]
         for env in envs:
             env.close()
         if on_batch is not None:
@@ -119,9 +131,29 @@ def evaluate_policy(
         "mean_length": float(np.mean(lengths)),
         "seeds": [int(s) for s in seeds],
         "outcomes": outcomes,
+        "failures_fired": fired,
         "clipped_actions": counts.clipped,
         "rejected_chunks": counts.rejected,
     }
+
+
+def success_by_failure(result: dict[str, Any]) -> dict[str, dict[str, int]] | None:
+    """Successes and episodes of an evaluation by the injected failures that fired in them ("push", "push+slip",
+    ``NO_FAILURE``), in that order; None for an evaluation that did not record them or where none fired."""
+    fired = result.get("failures_fired")
+    if fired is None or not any(fired):
+        return None
+    table: dict[str, dict[str, int]] = {}
+    for kinds, outcome in zip(fired, result["outcomes"], strict=True):
+        cell = table.setdefault(kinds or NO_FAILURE, {"successes": 0, "episodes": 0})
+        cell["successes"] += int(outcome)
+        cell["episodes"] += 1
+    return {kinds: table[kinds] for kinds in sorted(table, key=failure_order)}
+
+
+def failure_order(kinds: str) -> tuple[bool, int, str]:
+    """Sort key of failure labels: single failures first, then combinations, then ``NO_FAILURE``."""
+    return kinds == NO_FAILURE, kinds.count("+"), kinds
 
 
 class _ActionCounts:
@@ -154,7 +186,8 @@ def _run_batch(
     action_tolerance: float,
     counts: _ActionCounts,
     observers: list[EpisodeObserver] | None = None,
-) -> list[tuple[bool, int]]:
+) -> list[tuple[bool, int, str]]:
+    """Each episode's (success, length, the injected failures that fired in it, joined by "+")."""
     cfg = policy.config
     histories: list[deque[dict[str, np.ndarray]]] = []
     instructions = []
@@ -166,7 +199,7 @@ def _run_batch(
         instructions.append(info["instruction"])
     language = embedder.embed(instructions) if cfg.use_language else None
     done = [False] * len(envs)
-    outcome = [(False, 0)] * len(envs)
+    outcome = [(False, 0, "")] * len(envs)
     frames: list[list[np.ndarray]] = [[] for _ in envs]
     plan: list[deque[np.ndarray]] = [deque() for _ in envs]
     grip = [INITIAL_GRIP] * len(envs)  # the last gripper command, which a hold keeps
@@ -205,7 +238,8 @@ def _run_batch(
                 frames[i].append(env.render())
             if terminated or truncated:
                 done[i] = True
-                outcome[i] = (bool(info["is_success"]), step + 1)
+                fired = sorted({event["kind"] for event in info.get("failures", ())})
+                outcome[i] = (bool(info["is_success"]), step + 1, "+".join(fired))
         step += 1
     if video_dir is not None:
         import imageio.v3 as iio
@@ -314,6 +348,7 @@ def evaluate_checkpoint(
                     count(*counts.get(timeout=0.2))
             results = pending.get()
     by_seed = {s: o for r in results for s, o in zip(r["seeds"], r["outcomes"], strict=True)}
+    fired = {s: f for r in results for s, f in zip(r["seeds"], r["failures_fired"], strict=True)}
     successes = sum(r["successes"] for r in results)
     low, high = wilson_interval(successes, episodes)
     mean_length = sum(r["mean_length"] * r["episodes"] for r in results) / episodes
@@ -328,6 +363,7 @@ def evaluate_checkpoint(
         "mean_length": mean_length,
         "seeds": seeds,
         "outcomes": [by_seed[s] for s in seeds],
+        "failures_fired": [fired[s] for s in seeds],
         "clipped_actions": sum(r["clipped_actions"] for r in results),
         "rejected_chunks": sum(r["rejected_chunks"] for r in results),
     }

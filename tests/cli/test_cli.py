@@ -157,3 +157,11 @@ def test_render_with_a_bad_failure_phase_lists_phases(tmp_path: Path) -> None:
     result = runner.invoke(app, ["render", "--task", "LiftCube", "--out", str(out), "--failure", "slip@carry"])
     assert result.exit_code == 2
     assert "reach, grasp, lift" in result.output
+
+
+def test_eval_names_a_bad_field_of_its_task_config(tmp_path: Path) -> None:
+    (tmp_path / "task.yaml").write_text("failures:\n  - {kind: shove, phase: reach}\n")
+    (tmp_path / "config.json").write_text("{}")
+    args = ["eval", "--task", "LiftCube", "--policy", str(tmp_path), "--task-config", str(tmp_path / "task.yaml")]
+    result = runner.invoke(app, args, env={"COLUMNS": "300"})
+    assert result.exit_code == 2 and "field 'failures.0.kind': got 'shove'" in result.output, result.output

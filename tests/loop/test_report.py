@@ -181,3 +181,18 @@ def test_the_method_comparison_plot_draws_every_method_and_gaps(tmp_path: Path) 
     curves = {"habc": [0.25, 0.5, 0.6, 0.7], "more_demos": [0.25, 0.4, None, 0.55], "dagger_oracle": [0.25, 0.8]}
     path = draw_methods_per_round(curves, tmp_path / "plots" / "methods.png", "LiftCube, seed 0")
     assert path.read_bytes().startswith(PNG_SIGNATURE) and path.stat().st_size > 10_000
+
+
+def test_each_test_is_split_by_the_injected_failures_that_fired(tmp_path: Path, summary: dict[str, Any]) -> None:
+    def fired(outcomes: list[int], kinds: list[str]) -> dict[str, Any]:
+        return {"outcomes": outcomes, "failures_fired": kinds}
+
+    summary["rounds"][0]["eval"].update(fired([0, 0, 1, 0], ["push", "push", "", "slip"]))
+    summary["rounds"][2]["eval"].update(fired([1, 0, 1, 1], ["push", "push+slip", "", "slip"]))
+    summary["baseline"]["test"].update(fired([0, 1, 1, 1], ["push", "push", "", "slip"]))
+    text = write_report(tmp_path, summary).read_text()
+    assert "| policy | push: successes | slip: successes | push+slip: successes | none: successes |" in text
+    assert "| `base` | 0/2 (0%) | 0/1 (0%) | – | 1/1 (100%) |" in text
+    assert "| `round_2` | 1/1 (100%) | 1/1 (100%) | 0/1 (0%) | 1/1 (100%) |" in text
+    assert "| `more_demos` (70 demonstrations) | 1/2 (50%) | 1/1 (100%) | – | 1/1 (100%) |" in text
+    assert "`round_1`" not in text.split("## Where the failures were")[1].split("##")[0]  # kept no outcomes

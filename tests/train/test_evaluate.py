@@ -54,3 +54,22 @@ def test_an_episode_plans_the_same_chunks_whatever_batch_it_runs_in() -> None:
     assert together.keys() == one_by_one.keys()
     for row_seed, chunk in together.items():
         np.testing.assert_allclose(one_by_one[row_seed], chunk, rtol=1e-4, atol=1e-4)
+
+
+def test_evaluation_records_which_injected_failures_fired_and_splits_success_by_them() -> None:
+    """A push at step 1 fires in every episode, a slip in a phase an untrained policy never reaches in none."""
+    from vla_recover.evaluate import success_by_failure
+
+    failures = [{"kind": "push", "at_step": 1}, {"kind": "slip", "phase": "lift"}]
+    result = evaluate_policy(
+        untrained_lift_policy(),
+        SentenceEmbedder({}),
+        "LiftCube",
+        [7, 8],
+        task_config={"horizon": 12, "failures": failures},
+    )
+    assert result["failures_fired"] == ["push", "push"]
+    assert success_by_failure(result) == {"push": {"successes": 0, "episodes": 2}}
+    fired = {"outcomes": [1, 0, 1, 1], "failures_fired": ["", "push+slip", "push", ""]}
+    assert list(success_by_failure(fired) or {}) == ["push", "push+slip", "none"]
+    assert success_by_failure({"outcomes": [1], "failures_fired": [""]}) is None  # nothing fired: no split to show

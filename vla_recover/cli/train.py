@@ -104,10 +104,22 @@ def evaluate(
     ray_address: Annotated[
         str | None, typer.Option(help="run the workers as tasks on this Ray cluster ('auto': the local one)")
     ] = None,
+    task_config: Annotated[
+        Path | None,
+        typer.Option(help="YAML of the task's config fields, e.g. the failures it injects (configs/tasks/<task>/)"),
+    ] = None,
 ) -> None:
-    """Closed-loop success rate with a 95% confidence interval and the per-seed outcomes, printed as JSON."""
-    from vla_recover.evaluate import evaluate_checkpoint
+    """Closed-loop success rate with a 95% confidence interval and the per-seed outcomes (and, where the task
+    injects failures, success split by the failures that fired), printed as JSON."""
+    from vla_recover.config import load_yaml
+    from vla_recover.envs import load_task_config
+    from vla_recover.evaluate import evaluate_checkpoint, success_by_failure
 
+    with user_errors():
+        fields = None
+        if task_config is not None:
+            load_task_config(task, task_config)  # a bad field is named before any worker starts
+            fields = load_yaml(task_config)
     with user_errors(), progress_bar() as progress:
         job = progress.add_task(f"eval {task}", total=episodes, status=f"{workers} worker(s)")
 
@@ -115,7 +127,7 @@ def evaluate(
             progress.update(job, completed=done, status=f"success {successes}/{done}")
 
         result = evaluate_checkpoint(
-            policy, task, episodes, seed, workers, video_dir=videos, on_progress=on_progress,
+            policy, task, episodes, seed, workers, task_config=fields, video_dir=videos, on_progress=on_progress,
             action_tolerance=action_tolerance, device=device, ray_address=ray_address,
         )  # fmt: skip
-    print(json.dumps(result))
+    print(json.dumps({**result, "success_by_failure": success_by_failure(result)}))

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from vla_recover.config import validate_config
+from vla_recover.evaluate import failure_order, success_by_failure
 from vla_recover.loop.plots import Plot, draw_plots
 from vla_recover.loop.summary import Decision, EvalResult, LoopSummary, View
 
@@ -212,6 +213,40 @@ def _human_time(summary: LoopSummary, view: View) -> list[str]:
     ]  # fmt: skip
 
 
+def _by_failure(summary: LoopSummary, view: View) -> list[str]:
+    """Each policy's test split by the injected failures that fired in its episodes: where the rounds' data
+    taught recovery and where demonstrations did not reach."""
+    final = any(r.final_test is not None for r in view.rounds)
+    tests = [(f"`{r.policy}`", r.final_test if final else r.eval) for r in view.rounds]
+    b = summary.baseline
+    if b is not None and (b.seeds == "final_test") == final:
+        tests.append((f"`{b.method}` ({b.demos} demonstrations)", b.test))
+    tables = {
+        name: success_by_failure({"outcomes": t.outcomes, "failures_fired": t.failures_fired})
+        for name, t in tests
+        if t is not None and t.outcomes is not None and t.failures_fired is not None
+    }
+    split = {name: table for name, table in tables.items() if table is not None}
+    if not split:
+        return []
+    kinds = sorted({kind for table in split.values() for kind in table}, key=failure_order)
+
+    def cell(table: dict[str, dict[str, int]], kind: str) -> str:
+        if kind not in table:
+            return "–"
+        won, of = table[kind]["successes"], table[kind]["episodes"]
+        return f"{won}/{of} ({100 * won / of:.0f}%)"
+
+    rows = [[name, *(cell(table, kind) for kind in kinds)] for name, table in split.items()]
+    seeds = "final-test" if final else "promotion"
+    return [
+        "## Where the failures were", "",
+        *_table(["policy", *(f"{kind}: successes" for kind in kinds)], rows),
+        "", f"Each policy's episodes on the {seeds} seeds by the injected failures that fired in them (whether a "
+        "failure fires depends on the phases the policy reaches, so the counts differ between policies).", "",
+    ]  # fmt: skip
+
+
 def _timings(timings: dict[str, float], beside: dict[str, float]) -> list[str]:
     if not timings:
         return ["No timings recorded."]
@@ -300,6 +335,7 @@ def _markdown(summary: LoopSummary, view: View, plots: list[tuple[Plot, Path | N
         "completes the task. A failure with no takeover counts as a wait without end (\"never\" where it decides the "
         "quantile). Sim seconds.",
         "", *_human_time(summary, view),
+        *_by_failure(summary, view),
         "## Promotion decisions", "", *_decisions(view),
         "", "## Where the time went", "", *_timings(summary.timings_s, summary.beside_s),
         "", "## Plots", "",

@@ -26,6 +26,8 @@ class EvalResult(_Section):
     successes: int | None = None
     episodes: int | None = None
     mean_length: float | None = None
+    outcomes: list[int] | None = None  # per seed; evaluations saved before they kept them: None
+    failures_fired: list[str] | None = None  # per seed, the injected failures that fired ("push+slip", "")
 
 
 class Decision(_Section):
