@@ -22,10 +22,10 @@ import numpy as np
 
 from vla_recover.critic.kinds import load_critic
 from vla_recover.critic.label import load_episodes
-from vla_recover.critic.metrics import ground_truth_segments
 from vla_recover.critic.retention import KEEP, retention_labels
 from vla_recover.critic.segmenter import SegmenterConfig, segment_timeline
 from vla_recover.data import EpisodeStore
+from vla_recover.train.dataset import DatasetConfig, retained_steps
 from vla_recover.train.steps import build_step_table
 
 
@@ -41,6 +41,8 @@ def main() -> None:
     critic = load_critic(critic_dir)
     with EpisodeStore(args.run / "store") as store:
         table = build_step_table(store)
+        # the truth's cut exactly as critic_cut_gt trains on it
+        kept_by_truth_all = retained_steps(store, table, DatasetConfig(retention="ground_truth"))
         rows = {row.id: row for row in store.episodes()}
         acted = [
             episode
@@ -48,24 +50,18 @@ def main() -> None:
             if table.executed[rows[episode.id].start : rows[episode.id].stop].any()
         ]
     curves = {e.id: critic.predict(e.inputs, e.instruction, where=f"episode {e.id}") for e in acted}
-    truth, policy_steps = [], []
-    for episode in acted:
-        row = rows[episode.id]
-        supervision = table.supervision.get(row.id, [])
-        progress = table.progress[row.start : row.stop].astype(np.float64)
-        labels = retention_labels(row.length, ground_truth_segments(progress, supervision), supervision)
-        truth.append(labels == KEEP)
-        policy_steps.append(table.executed[row.start : row.stop])
-    kept_by_truth = np.concatenate([t[p] for t, p in zip(truth, policy_steps, strict=True)])
+    policy_steps = table.executed & table.included
+    kept_by_truth = kept_by_truth_all[policy_steps]
     cells: list[dict[str, Any]] = []
     for rise in [float(x) for x in args.rises.split(",") if x]:
         config = SegmenterConfig(rule="slope", rise_per_step=rise)
-        kept = []
-        for episode, steps in zip(acted, policy_steps, strict=True):
+        kept = np.ones(table.n, dtype=bool)
+        for episode in acted:
             row = rows[episode.id]
             segments = segment_timeline(episode, curves[episode.id], config, None)
-            kept.append((retention_labels(row.length, segments, table.supervision.get(row.id, [])) == KEEP)[steps])
-        by_critic = np.concatenate(kept)
+            labels = retention_labels(row.length, segments, table.supervision.get(row.id, []))
+            kept[row.start : row.stop] = labels == KEEP
+        by_critic = kept[policy_steps]
         both = int((by_critic & kept_by_truth).sum())
         cells.append({
             "rise_per_step": rise,

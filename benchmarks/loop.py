@@ -70,7 +70,7 @@ def _method_figures(summary: dict[str, Any]) -> dict[str, Any]:
         "final_test_success": final_test.get("success_rate"),  # the figure to judge by: seeds no decision saw
         "final_test_ci95": final_test.get("ci95"),
         "final_test_episodes": final_test.get("episodes"),
-        "final_test_by_failure": success_by_failure(final_test) if final_test else None,
+        "final_test_by_failure": success_by_failure(final_test),
         "best_candidate_success": max(r["eval"]["success_rate"] for r in rounds[1:]),
     }
     if all("demos" in r for r in rounds[1:]):  # more_demos: the rounds' human time bought demonstrations
